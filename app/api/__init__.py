@@ -1,0 +1,1 @@
+"""HTTP routes: parse the request, call the service, shape the response; nothing else."""

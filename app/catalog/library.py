@@ -1,0 +1,124 @@
+"""One pattern root on disk, indexed in memory and refreshed when files change."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from app.catalog.engine import apply_template
+from app.catalog.pattern import Pattern, RenderedPattern, parse_pattern
+from app.errors import InvalidPattern, PatternNotFound
+
+log = structlog.get_logger(__name__)
+
+SUFFIX = ".md"
+# Folders under a root that hold something other than patterns.
+RESERVED_DIRS = frozenset({"snippets"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """A file as last seen: its stat signature and what loading it produced."""
+
+    signature: tuple[int, int, int]
+    loaded: Pattern | InvalidPattern
+
+
+class PatternLibrary:
+    """Loads `<root>/<name>.md` files; the request path only ever reads the in-memory index.
+
+    `refresh()` is blocking file I/O: call it at start-up or from a worker thread
+    (`asyncio.to_thread`), never on the event loop. Unchanged files (same mtime, size, inode)
+    are not re-read, so a refresh of an idle catalog costs one `stat` per file.
+    """
+
+    def __init__(self, base_path: str | Path, *, defaults: Mapping[str, Any] | None = None) -> None:
+        self.base_path = str(base_path)
+        self._root = Path(base_path)
+        self._defaults = dict(defaults or {})
+        self._entries: dict[str, _Entry] = {}
+        self.refresh()
+
+    def refresh(self) -> bool:
+        """Re-scan the root; return True when anything was added, changed or removed."""
+        fresh: dict[str, _Entry] = {}
+        for name, path in self._scan():
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue  # deleted between the scan and the stat
+            signature = (st.st_mtime_ns, st.st_size, st.st_ino)
+            known = self._entries.get(name)
+            if known is not None and known.signature == signature:
+                fresh[name] = known
+                continue
+            fresh[name] = _Entry(signature, self._load(name, path))
+        changed = fresh.keys() != self._entries.keys() or any(
+            fresh[name] is not self._entries.get(name) for name in fresh
+        )
+        self._entries = fresh  # one reference swap: readers see the old or the new index
+        return changed
+
+    def _scan(self) -> list[tuple[str, Path]]:
+        if not self._root.is_dir():
+            return []
+        found = []
+        for path in sorted(self._root.rglob(f"*{SUFFIX}")):
+            relative = path.relative_to(self._root)
+            if relative.parts[0] in RESERVED_DIRS or not path.is_file():
+                continue
+            found.append((relative.with_suffix("").as_posix(), path))
+        return found
+
+    def _load(self, name: str, path: Path) -> Pattern | InvalidPattern:
+        try:
+            pattern = parse_pattern(name, self.base_path, path.read_bytes())
+        except InvalidPattern as problem:
+            log.warning("pattern_invalid", pattern=name, problems=problem.problems)
+            return problem
+        log.debug("pattern_loaded", pattern=name, content_hash=pattern.content_hash)
+        return pattern
+
+    @property
+    def exists(self) -> bool:
+        return self._root.is_dir()
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def has(self, name: str) -> bool:
+        return name in self._entries
+
+    def problems(self) -> dict[str, InvalidPattern]:
+        return {
+            n: e.loaded for n, e in self._entries.items() if isinstance(e.loaded, InvalidPattern)
+        }
+
+    def get(self, name: str) -> Pattern:
+        entry = self._entries.get(name)
+        if entry is None:
+            raise PatternNotFound(name)
+        if isinstance(entry.loaded, InvalidPattern):
+            raise entry.loaded
+        return entry.loaded
+
+    def effective_variables(self, pattern: Pattern, variables: Mapping[str, Any]) -> dict[str, Any]:
+        """Library defaults < front-matter defaults < caller variables: the caller always wins."""
+        return {**self._defaults, **pattern.meta.defaults, **variables}
+
+    def apply_template(self, name: str, variables: Mapping[str, Any]) -> RenderedPattern:
+        """The only way a pattern becomes text."""
+        pattern = self.get(name)
+        merged = self.effective_variables(pattern, variables)
+        system = apply_template(name, pattern.template, pattern.referenced, merged)
+        return RenderedPattern(pattern=pattern, system=system, variables=merged)
+
+
+def iter_roots(paths: list[Path]) -> list[str]:
+    """Roots as configured, without duplicates, order kept."""
+    return list(dict.fromkeys(os.fspath(p) for p in paths))

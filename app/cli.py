@@ -1,0 +1,161 @@
+"""The `genai` command: serve, render a pattern locally, and inspect or lint the catalog."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated, Any
+
+import typer
+
+from app.catalog import PatternsAdapter
+from app.config import Settings, get_settings
+from app.errors import GenAIError
+from app.logging import configure_logging
+from app.main import build_service
+from app.routing.policy import ModelSelectionPolicy
+from app.schemas import RenderRequest
+
+cli = typer.Typer(
+    help="GenAI Service: a completion gateway with provable provenance.", no_args_is_help=True
+)
+patterns_cli = typer.Typer(help="Inspect and lint the pattern catalog.", no_args_is_help=True)
+cli.add_typer(patterns_cli, name="patterns")
+
+
+@cli.callback()
+def _configure() -> None:
+    configure_logging(get_settings())
+
+
+def _adapter(settings: Settings) -> PatternsAdapter:
+    return PatternsAdapter(roots=settings.pattern_dir, defaults=settings.pattern_defaults)
+
+
+def _parse_var(item: str) -> tuple[str, Any]:
+    """`k=v`; v is read as JSON when it parses (numbers, lists, booleans), else as text."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise typer.BadParameter(f"{item!r} is not KEY=VALUE")
+    try:
+        return key, json.loads(raw)
+    except json.JSONDecodeError:
+        return key, raw
+
+
+def _fail(exc: GenAIError) -> None:
+    typer.echo(
+        json.dumps(
+            {"error": {"type": exc.error_type, "message": exc.message, **exc.details()}}, indent=2
+        ),
+        err=True,
+    )
+    raise typer.Exit(code=1)
+
+
+@cli.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
+) -> None:
+    """Start the HTTP service (uvicorn)."""
+    import uvicorn
+
+    uvicorn.run(
+        "app.main:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        access_log=False,
+        proxy_headers=True,
+    )
+
+
+@cli.command()
+def render(
+    pattern: Annotated[str, typer.Argument(help="Pattern name, e.g. summarize or email/reply.")],
+    var: Annotated[
+        list[str] | None, typer.Option("--var", "-v", help="KEY=VALUE, repeatable.")
+    ] = None,
+    user_prompt: Annotated[str, typer.Option(help="The verbatim user message.")] = "",
+    model: Annotated[str | None, typer.Option(help="provider/model to pretend to choose.")] = None,
+) -> None:
+    """Render a pattern locally and print the prompt, model choice and hashes as JSON."""
+    service = build_service(get_settings())  # builds SDK clients, but a dry run calls none
+    variables = dict(_parse_var(item) for item in var or [])
+    try:
+        request = RenderRequest(
+            pattern_key=pattern, variables=variables, user_prompt=user_prompt, model=model
+        )
+        result = asyncio.run(service.render(request))
+    except GenAIError as exc:
+        _fail(exc)
+        return
+    typer.echo(result.model_dump_json(indent=2))
+
+
+@patterns_cli.command("list")
+def patterns_list() -> None:
+    """One line per pattern: name and description."""
+    adapter = _adapter(get_settings())
+    for pattern in adapter.loadable():
+        typer.echo(f"{pattern.name:<28} {pattern.meta.description}")
+    for name in adapter.problems():
+        typer.echo(f"{name:<28} INVALID (run: genai patterns validate)")
+
+
+@patterns_cli.command("show")
+def patterns_show(name: str) -> None:
+    """A pattern's metadata, variables and content hash as JSON."""
+    try:
+        pattern = _adapter(get_settings()).get(name)
+    except GenAIError as exc:
+        _fail(exc)
+        return
+    documented = pattern.meta.variables or {}
+    typer.echo(
+        json.dumps(
+            {
+                "name": pattern.name,
+                "base_path": pattern.base_path,
+                "content_hash": pattern.content_hash,
+                **pattern.meta.model_dump(mode="json", exclude={"variables"}),
+                # Every variable the body uses, with its description (None if undocumented).
+                "variables": {v: documented.get(v) for v in sorted(pattern.referenced)},
+                "required_variables": pattern.required_variables,
+            },
+            indent=2,
+        )
+    )
+
+
+@patterns_cli.command("validate")
+def patterns_validate() -> None:
+    """Lint every pattern (front-matter, Jinja syntax, declared variables); exit 1 on problems."""
+    adapter = _adapter(get_settings())
+    failures = 0
+    for root in adapter.missing_roots():
+        typer.echo(f"root {root}: does not exist", err=True)
+        failures += 1
+    for name, problem in sorted(adapter.problems().items()):
+        for text in problem.problems:
+            typer.echo(f"{name}: {text}", err=True)
+        failures += 1
+    for name, roots in sorted(adapter.shadowed().items()):
+        typer.echo(f"{name}: found in {', '.join(roots)}; the first one is used")
+    for pattern in adapter.loadable():
+        if pattern.meta.model_hint:
+            try:
+                ModelSelectionPolicy(order=["hint"], default_model=pattern.meta.model_hint)
+            except GenAIError as exc:
+                typer.echo(f"{pattern.name}: model_hint: {exc.message}", err=True)
+                failures += 1
+    typer.echo(f"{len(adapter.names())} patterns checked, {failures} problems")
+    if failures:
+        raise typer.Exit(code=1)
+
+
+def main() -> None:
+    cli()

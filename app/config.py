@@ -1,0 +1,104 @@
+"""All configuration in one typed object, read from the environment (prefix `GENAI_`) and `.env`."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+SelectionSource = Literal["explicit", "hint", "default"]
+DEFAULT_SELECTION_ORDER: tuple[SelectionSource, ...] = ("explicit", "hint", "default")
+
+
+class OpenAISettings(BaseSettings):
+    """Read from the SDK's own variables, so an existing OpenAI set-up works unchanged."""
+
+    model_config = SettingsConfigDict(env_prefix="OPENAI_", extra="ignore")
+    api_key: SecretStr | None = None
+    base_url: str | None = Field(default=None, description="Any OpenAI-compatible server.")
+
+
+class AnthropicSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ANTHROPIC_", extra="ignore")
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+
+
+class OllamaSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="OLLAMA_", extra="ignore")
+    host: str | None = Field(default=None, description="Default: the SDK's http://127.0.0.1:11434.")
+
+
+class UpstreamSettings(BaseModel):
+    """How patiently the gateway talks to providers; the retry policy reads these."""
+
+    timeout_seconds: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=2, ge=0, le=10)
+    backoff_initial_seconds: float = Field(default=0.5, ge=0)
+    backoff_max_seconds: float = Field(default=8.0, ge=0)
+    max_retry_after_seconds: float = Field(
+        default=20.0, ge=0, description="A longer Retry-After is passed to the caller, not waited."
+    )
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="GENAI_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        extra="ignore",
+    )
+
+    pattern_dir: Annotated[list[Path], NoDecode] = Field(
+        default_factory=lambda: [Path("patterns")],
+        description=f"One or more pattern roots, separated by {os.pathsep!r}; earlier roots win.",
+    )
+    pattern_defaults: dict[str, Any] = Field(
+        default_factory=dict, description="Library-wide variable defaults (lowest precedence)."
+    )
+    pattern_reload_seconds: float = Field(default=1.0, ge=0, description="0 turns reloading off.")
+
+    default_model: str = "openai/gpt-4o-mini"
+    model_selection_order: Annotated[list[SelectionSource], NoDecode] = Field(
+        default_factory=lambda: list(DEFAULT_SELECTION_ORDER)
+    )
+    default_max_tokens: int = Field(default=1024, ge=1)
+
+    upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
+    openai: OpenAISettings = Field(default_factory=OpenAISettings)
+    anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
+    ollama: OllamaSettings = Field(default_factory=OllamaSettings)
+
+    log_level: str = "INFO"
+    log_json: bool | None = Field(default=None, description="Default: JSON unless stderr is a TTY.")
+
+    @field_validator("pattern_dir", mode="before")
+    @classmethod
+    def _split_roots(cls, value: Any) -> Any:
+        if isinstance(value, str | Path):
+            return [Path(part) for part in str(value).split(os.pathsep) if part]
+        return value
+
+    @field_validator("model_selection_order", mode="before")
+    @classmethod
+    def _split_order(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("model_selection_order")
+    @classmethod
+    def _order_is_a_permutation(cls, value: list[SelectionSource]) -> list[SelectionSource]:
+        if not value or len(set(value)) != len(value):
+            raise ValueError("list each of explicit, hint, default at most once")
+        return value
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings; tests build their own `Settings(...)` instead."""
+    return Settings()

@@ -1,0 +1,187 @@
+"""The one error hierarchy of the service; each class knows its HTTP status and `error.type`.
+
+    GenAIError                         500 internal_error
+    ├── RequestProblem                 4xx: the caller (or a pattern author) can fix it
+    │   ├── PatternNotFound            404 pattern_not_found
+    │   ├── InvalidPattern             422 invalid_pattern      (front-matter or Jinja syntax)
+    │   ├── PatternRenderError         422 pattern_render_error (also a ValueError)
+    │   │   ├── MissingVariables       422 missing_variables    (names every missing key)
+    │   │   └── SandboxViolation       422 sandbox_violation
+    │   └── InvalidModel               422 invalid_model        (not provider/model, or unknown)
+    └── ProviderError                  carries provider, upstream status and request id
+        ├── ProviderUnavailable        503 provider_unavailable (no API key configured)
+        ├── UpstreamRateLimited        429 rate_limited         (with Retry-After)
+        ├── UpstreamRejected           422 upstream_rejected    (upstream 400/404/422)
+        ├── UpstreamAuthFailed         502 upstream_auth_failed (our key was refused)
+        ├── UpstreamError              502 upstream_error       (5xx or connection failure)
+        └── UpstreamTimeout            504 upstream_timeout
+
+SDK exceptions become these inside the provider adapters; these become HTTP in `app/api/errors.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+
+class GenAIError(Exception):
+    """Base of every error the service raises on purpose."""
+
+    status_code: ClassVar[int] = 500
+    error_type: ClassVar[str] = "internal_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def details(self) -> dict[str, Any]:
+        """Extra, safe-to-publish fields for the error body."""
+        return {}
+
+
+class RequestProblem(GenAIError):
+    """Something in the request or the pattern it names needs fixing."""
+
+    status_code = 400
+    error_type = "bad_request"
+
+
+class PatternNotFound(RequestProblem):
+    status_code = 404
+    error_type = "pattern_not_found"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"No pattern named {name!r}. GET /v1/patterns lists the available ones.")
+        self.name = name
+
+    def details(self) -> dict[str, Any]:
+        return {"pattern": self.name}
+
+
+class InvalidPattern(RequestProblem):
+    status_code = 422
+    error_type = "invalid_pattern"
+
+    def __init__(self, name: str, problems: Sequence[str]) -> None:
+        super().__init__(f"Pattern {name!r} is invalid: " + "; ".join(problems))
+        self.name = name
+        self.problems = list(problems)
+
+    def details(self) -> dict[str, Any]:
+        return {"pattern": self.name, "problems": self.problems}
+
+
+class PatternRenderError(RequestProblem, ValueError):
+    status_code = 422
+    error_type = "pattern_render_error"
+
+
+class MissingVariables(PatternRenderError):
+    error_type = "missing_variables"
+
+    def __init__(self, name: str, missing: Sequence[str]) -> None:
+        names = sorted(set(missing))
+        super().__init__(f"Pattern {name!r} needs these variables: {', '.join(names)}")
+        self.name = name
+        self.missing = names
+
+    def details(self) -> dict[str, Any]:
+        return {"pattern": self.name, "missing": self.missing}
+
+
+class SandboxViolation(PatternRenderError):
+    error_type = "sandbox_violation"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"Pattern {name!r} tried an operation the template sandbox forbids "
+            "(attribute or method access outside the safe set)."
+        )
+        self.name = name
+
+
+class InvalidModel(RequestProblem):
+    status_code = 422
+    error_type = "invalid_model"
+
+
+class ProviderError(GenAIError):
+    """A failure at or on the way to the upstream provider."""
+
+    status_code = 502
+    error_type = "upstream_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        upstream_status: int | None = None,
+        upstream_request_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.upstream_status = upstream_status
+        self.upstream_request_id = upstream_request_id
+
+    def details(self) -> dict[str, Any]:
+        found = {
+            "provider": self.provider,
+            "upstream_status": self.upstream_status,
+            "upstream_request_id": self.upstream_request_id,
+        }
+        return {key: value for key, value in found.items() if value is not None}
+
+
+class ProviderUnavailable(ProviderError):
+    status_code = 503
+    error_type = "provider_unavailable"
+
+
+class UpstreamRateLimited(ProviderError):
+    status_code = 429
+    error_type = "rate_limited"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None,
+        provider: str,
+        upstream_status: int | None = None,
+        upstream_request_id: str | None = None,
+    ) -> None:
+        super().__init__(
+            message,
+            provider=provider,
+            upstream_status=upstream_status,
+            upstream_request_id=upstream_request_id,
+        )
+        self.retry_after = retry_after
+
+    def details(self) -> dict[str, Any]:
+        found = super().details()
+        if self.retry_after is not None:
+            found["retry_after"] = self.retry_after
+        return found
+
+
+class UpstreamRejected(ProviderError):
+    status_code = 422
+    error_type = "upstream_rejected"
+
+
+class UpstreamAuthFailed(ProviderError):
+    status_code = 502
+    error_type = "upstream_auth_failed"
+
+
+class UpstreamError(ProviderError):
+    status_code = 502
+    error_type = "upstream_error"
+
+
+class UpstreamTimeout(ProviderError):
+    status_code = 504
+    error_type = "upstream_timeout"

@@ -1,0 +1,1 @@
+"""Prompt rendering helpers, including personal-data redaction before persistence."""

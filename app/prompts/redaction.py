@@ -1,0 +1,257 @@
+"""Deterministic, keyed redaction of personal data before prompts and responses are persisted.
+
+Every match is replaced by ``[CATEGORY_<hash10>]`` where ``hash10`` is the first ten hex
+characters of HMAC-SHA256(key, category + ":" + normalised value). The same value under the
+same key always yields the same token, so redacted records stay joinable without storing the
+raw value; without the key a token cannot be checked against a guessed value.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import ipaddress
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict
+
+MAX_REDACTED_CHARS = 20_000
+"""Stored text is capped at this many characters (including the trailing ellipsis)."""
+ELLIPSIS = "…"
+
+
+class RedactionResult(BaseModel):
+    """What is safe to persist: redacted text plus the category behind each token (no raw data)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    tokens: dict[str, str]
+    truncated: bool = False
+
+
+def _compact(value: str) -> str:
+    """Drops separators so '4111 1111-1111 1111' and '4111111111111111' share one token."""
+    return re.sub(r"[^\w+]", "", value).upper()
+
+
+def _words(value: str) -> str:
+    """Collapses whitespace and case so 'John  Smith' and 'john smith' share one token."""
+    return " ".join(value.split()).casefold()
+
+
+def _canonical_ip(value: str) -> str:
+    """Uses the canonical form so '2001:DB8:0::1' and '2001:db8::1' share one token."""
+    return str(ipaddress.ip_address(value))
+
+
+def _is_ip(value: str) -> bool:
+    """Rejects IP-shaped text that is not an address, such as times like 12:30:45."""
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _luhn_ok(value: str) -> bool:
+    """Only Luhn-valid 13-19 digit runs are card numbers; anything else is left to later passes."""
+    digits = [int(ch) for ch in value if ch.isdecimal()]
+    if not 13 <= len(digits) <= 19:
+        return False
+    total = 0
+    for index, digit in enumerate(reversed(digits)):
+        if index % 2:
+            digit = digit * 2 - 9 if digit > 4 else digit * 2
+        total += digit
+    return total % 10 == 0
+
+
+def _iban_ok(value: str) -> bool:
+    """ISO 13616 mod-97 check, so random letter+digit strings are not reported as IBANs."""
+    iban = value.replace(" ", "")
+    if not 15 <= len(iban) <= 34:
+        return False
+    rearranged = iban[4:] + iban[:4]
+    return int("".join(str(int(ch, 36)) for ch in rearranged)) % 97 == 1
+
+
+@dataclass(frozen=True, slots=True)
+class Category:
+    """One kind of personal data: how to find it, confirm it and normalise it before hashing.
+
+    Every pattern has a ``value`` group: the part that is replaced (cues such as "Mr" stay).
+    """
+
+    name: str
+    pattern: re.Pattern[str]
+    validator: Callable[[str], bool] | None = None
+    normalize: Callable[[str], str] = _compact
+
+
+_UP = "A-ZÀ-ÖØ-Þ"
+_LOW = "a-zß-öø-ÿ"
+_APOSTROPHES = "'\u2019"  # straight and typographic (U+2019) apostrophes
+_NAME_WORD = rf"[{_UP}](?:[{_APOSTROPHES}-]?[{_UP}{_LOW}])*[{_LOW}]"
+_EMAIL_CHARS = r"A-Za-z0-9!#$%&'*+/=?^_`{|}~.-"
+_STREET_TYPES = (
+    "Street|St|Avenue|Ave|Road|Rd|Lane|Ln|Boulevard|Blvd|Drive|Dr|Way|Court|Ct|Place|Pl|Square|Sq"
+)
+_STREET_SUFFIXES = "straße|strasse|gatan|vej|tie|katu"
+
+EMAIL = Category(
+    "EMAIL",
+    re.compile(
+        rf"(?<![{_EMAIL_CHARS}])(?P<value>[{_EMAIL_CHARS}]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"
+    ),
+    normalize=_words,
+)
+IBAN = Category(
+    "IBAN",
+    re.compile(r"(?<![A-Za-z0-9])(?P<value>[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30})(?![A-Za-z0-9])"),
+    _iban_ok,
+)
+CARD_NUMBER = Category(
+    "CARD_NUMBER", re.compile(r"(?<![\w+-])(?P<value>\d(?:[ -]?\d){12,18})(?!\w)"), _luhn_ok
+)
+IP_ADDRESS = Category(
+    "IP_ADDRESS",
+    re.compile(
+        r"(?<![\w:.])(?P<value>(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|\d{1,3}(?:\.\d{1,3}){3})?"
+        r"|\d{1,3}(?:\.\d{1,3}){3})(?!\w|\.\d)"
+    ),
+    _is_ip,
+    _canonical_ip,
+)
+PHONE = Category(
+    "PHONE",
+    re.compile(
+        r"(?<![\w+.-])(?P<value>\+(?:\d[ .()-]{0,2}){6,14}\d"  # +CC, 7-15 digits in all
+        r"|(?:\(\d{3}\)[ .-]?|\d{3}[ .-])\d{3}[ .-]\d{4}"  # (555) 123-4567, 555.123.4567
+        r"|(?:\(0\d{1,4}\)[ -]?|0\d{1,4}[ -])\d{3,8}(?:[ -]\d{2,4}){0,2}"  # 030 1234567
+        r"|0\d(?:[ .]\d{2}){4})(?!\w)"  # 01 23 45 67 89
+    ),
+)
+ID_CODE = Category(
+    "ID_CODE",
+    re.compile(
+        r"(?<![\w-])(?P<value>\d{3}-\d{2}-\d{4}"  # US SSN
+        r"|[1-6]\d{10}|\d{6}[-+A]\d{3}[0-9A-Y]"  # Estonian / Finnish personal codes
+        r"|[A-Z]{2} ?\d{2} ?\d{2} ?\d{2} ?[A-D]"  # UK National Insurance number
+        r"|[A-Z]\d{7,8}|[A-Z]{2}\d{6,7})(?!\w)"  # passport-like, 8-9 characters
+    ),
+)
+ADDRESS_LINE = Category(
+    "ADDRESS_LINE",
+    re.compile(
+        rf"(?<!\w)(?P<value>\d{{1,5}}[A-Za-z]?(?:[ \t]+[{_UP}][\w{_APOSTROPHES}.-]*){{1,4}}?"
+        rf"[ \t]+(?:{_STREET_TYPES})\b\.?(?:[ \t]+(?:NE|NW|SE|SW|N|S|E|W)\b)?"
+        rf"|(?:[{_UP}]\w*[ \t]+)?(?:[{_UP}]\w*(?:{_STREET_SUFFIXES})|Stra(?:ß|ss)e)"
+        r"[ \t]+\d{1,5}[A-Za-z]?(?!\w))"
+    ),
+    normalize=_words,
+)
+SIMPLE_NAME = Category(
+    "SIMPLE_NAME",
+    re.compile(
+        r"(?:\b(?:Mrs|Mr|Ms|Dr|Prof)\.?[ \t]+"
+        rf"|(?i:\bmy name is|\bi am|\bi[{_APOSTROPHES}]m|\bname:|\bsigned,)\s*)"
+        rf"(?P<value>{_NAME_WORD}(?:[ \t]+{_NAME_WORD}){{0,2}})\b"
+    ),
+    normalize=_words,
+)
+NUMBER = Category("NUMBER", re.compile(r"(?<![\w.,])(?P<value>\d{6,})(?![\w]|[.,]\d)"))
+
+CATEGORIES: tuple[Category, ...] = (
+    EMAIL,
+    IBAN,
+    CARD_NUMBER,
+    IP_ADDRESS,
+    PHONE,
+    ID_CODE,
+    ADDRESS_LINE,
+    SIMPLE_NAME,
+    NUMBER,
+)
+"""Fixed pass order; it alone decides overlaps, because each pass sees the previous one's output.
+
+Most specific first: EMAIL swallows any digits inside an address; checksum-validated IBAN and
+CARD_NUMBER run before the loose digit patterns so a card is not eaten as a PHONE or NUMBER;
+IP_ADDRESS precedes PHONE so dotted quads stay addresses; PHONE and ID_CODE precede the
+word-based ADDRESS_LINE and SIMPLE_NAME; NUMBER is the catch-all for digit runs left over.
+"""
+
+_NAMES = "|".join(category.name for category in CATEGORIES)
+TOKEN_RE = re.compile(rf"\[(?P<category>{_NAMES})_[0-9a-f]{{10}}\]")
+"""Matches tokens; text inside them is never re-scanned, which makes redaction idempotent."""
+_TOKEN_SPLIT_RE = re.compile(rf"(\[(?:{_NAMES})_[0-9a-f]{{10}}\])")
+
+
+def _accept(category: Category, value: str) -> str | None:
+    """Longest validator-passing prefix, so 'IBAN … EUR' still finds the IBAN before 'EUR'."""
+    if category.validator is None:
+        return value
+    while not category.validator(value):
+        cut = max(value.rfind(" "), value.rfind("-"))
+        if cut <= 0:
+            return None
+        value = value[:cut].rstrip(" -")
+    return value
+
+
+def _truncate(text: str) -> tuple[str, bool]:
+    """Caps stored text; never splits a token, so no fragment of it can be mistaken for data."""
+    if len(text) <= MAX_REDACTED_CHARS:
+        return text, False
+    cut = MAX_REDACTED_CHARS - len(ELLIPSIS)
+    for match in TOKEN_RE.finditer(text, max(0, cut - 64), cut + 64):
+        if match.start() < cut < match.end():
+            cut = match.start()
+    return text[:cut] + ELLIPSIS, True
+
+
+class Redactor:
+    """Replaces personal data with keyed, stable tokens; pure apart from the key it is given."""
+
+    def __init__(self, key: bytes) -> None:
+        if not key:
+            raise ValueError("redaction key must not be empty: tokens would be guessable")
+        self._key = key
+
+    def token_for(self, category: Category, value: str) -> str:
+        """The token for one value; exposed so callers can look up a known value's token."""
+        message = f"{category.name}:{category.normalize(value)}".encode()
+        digest = hmac.new(self._key, message, hashlib.sha256).hexdigest()
+        return f"[{category.name}_{digest[:10]}]"
+
+    def redact(self, text: str) -> RedactionResult:
+        """Runs all passes until nothing changes (so re-redacting is a no-op), then truncates."""
+        previous = None
+        while text != previous:
+            previous = text
+            for category in CATEGORIES:
+                text = self._apply(category, text)
+        text, truncated = _truncate(text)
+        tokens = {match.group(0): match.group("category") for match in TOKEN_RE.finditer(text)}
+        return RedactionResult(text=text, tokens=tokens, truncated=truncated)
+
+    def _apply(self, category: Category, text: str) -> str:
+        """One pass of one category over the text between existing tokens."""
+        replace = functools.partial(self._replace, category)
+        pieces = _TOKEN_SPLIT_RE.split(text)  # odd indices are the tokens themselves
+        return "".join(
+            piece if index % 2 else category.pattern.sub(replace, piece)
+            for index, piece in enumerate(pieces)
+        )
+
+    def _replace(self, category: Category, match: re.Match[str]) -> str:
+        """Swaps the validated part of the ``value`` group for its token, keeping any cue."""
+        accepted = _accept(category, match.group("value"))
+        if accepted is None:
+            return match.group(0)
+        start = match.start("value") - match.start()
+        whole = match.group(0)
+        return whole[:start] + self.token_for(category, accepted) + whole[start + len(accepted) :]

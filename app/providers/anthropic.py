@@ -1,0 +1,75 @@
+"""Anthropic through AsyncAnthropic: top-level `system`, and `max_tokens` always set."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+
+from app.errors import ProviderError, UpstreamError, UpstreamTimeout
+from app.providers.base import (
+    ProviderCall,
+    ProviderReply,
+    error_for_status,
+    normalize_finish_reason,
+    safe_detail,
+)
+from app.schemas import Usage
+
+
+class AnthropicProvider:
+    name = "anthropic"
+    # The Messages API of SDK 2.x takes no sampling parameters (temperature, top_p) and no seed.
+    supported_params = frozenset({"max_tokens", "stop"})
+
+    def __init__(self, client: anthropic.AsyncAnthropic, *, default_max_tokens: int) -> None:
+        self._client = client
+        self._default_max_tokens = default_max_tokens
+
+    def request_kwargs(self, call: ProviderCall) -> dict[str, Any]:
+        """The Messages API body: the system prompt is top-level, `max_tokens` is mandatory."""
+        body: dict[str, Any] = {
+            "model": call.model,
+            "max_tokens": call.params.max_tokens or self._default_max_tokens,
+            "messages": [{"role": m.role, "content": m.content} for m in call.messages],
+        }
+        if call.system:
+            body["system"] = call.system
+        if call.params.stop:
+            body["stop_sequences"] = call.params.stop
+        return body
+
+    async def complete(self, call: ProviderCall) -> ProviderReply:
+        try:
+            message = await self._client.messages.create(**self.request_kwargs(call))
+        except anthropic.APITimeoutError:
+            raise UpstreamTimeout("anthropic did not answer in time", provider=self.name) from None
+        except anthropic.APIConnectionError:
+            raise UpstreamError("could not reach anthropic", provider=self.name) from None
+        except anthropic.APIStatusError as exc:
+            raise error_for_status(
+                self.name,
+                exc.status_code,
+                headers=exc.response.headers,
+                request_id=exc.request_id,
+                detail=safe_detail(exc.message),
+            ) from None
+        except anthropic.APIError as exc:
+            raise ProviderError(
+                f"anthropic answered unexpectedly: {safe_detail(exc.message)}", provider=self.name
+            ) from None
+        text = "".join(block.text for block in message.content if block.type == "text")
+        usage = message.usage
+        return ProviderReply(
+            text=text,
+            finish_reason=normalize_finish_reason(message.stop_reason),
+            usage=Usage(
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                total_tokens=usage.input_tokens + usage.output_tokens,
+            ),
+            upstream_request_id=getattr(message, "_request_id", None),
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()

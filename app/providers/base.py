@@ -1,0 +1,134 @@
+"""The provider interface, and the status-code mapping every adapter uses to translate errors."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from app.errors import (
+    ProviderError,
+    UpstreamAuthFailed,
+    UpstreamError,
+    UpstreamRateLimited,
+    UpstreamRejected,
+    UpstreamTimeout,
+)
+from app.schemas import FinishReason, Message, ModelParams, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderCall:
+    """What to send: the model's own name (no `provider/` prefix), the prompt and the params."""
+
+    model: str
+    system: str
+    messages: tuple[Message, ...]
+    params: ModelParams
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderReply:
+    text: str
+    finish_reason: FinishReason
+    usage: Usage
+    upstream_request_id: str | None = None
+
+
+ALL_PARAMS = frozenset(ModelParams.model_fields)
+
+
+class Provider(Protocol):
+    name: str
+    supported_params: frozenset[str]
+
+    async def complete(self, call: ProviderCall) -> ProviderReply:
+        """Make one upstream call; raise only `app.errors.ProviderError` subclasses."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+_FINISH_REASONS: dict[str, FinishReason] = {
+    "stop": "stop",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "length": "length",
+    "max_tokens": "length",
+    "content_filter": "content_filter",
+    "refusal": "content_filter",
+    "tool_calls": "tool_calls",
+    "tool_use": "tool_calls",
+    "function_call": "tool_calls",
+}
+
+
+def normalize_finish_reason(raw: str | None) -> FinishReason:
+    """One vocabulary for every provider's stop reason."""
+    return _FINISH_REASONS.get(raw or "stop", "other")
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to wait, from `retry-after-ms`, `retry-after` seconds, or an HTTP date."""
+    if not headers:
+        return None
+    lowered = {key.lower(): value for key, value in headers.items()}
+    if (ms := lowered.get("retry-after-ms")) is not None:
+        try:
+            return max(float(ms) / 1000, 0.0)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        when = email.utils.parsedate_to_datetime(value) if value else None
+        return max(when.timestamp() - time.time(), 0.0) if when else None
+
+
+def error_for_status(
+    provider: str,
+    status: int,
+    *,
+    headers: Mapping[str, str] | None = None,
+    request_id: str | None = None,
+    detail: str = "",
+) -> ProviderError:
+    """Map an upstream HTTP status to our hierarchy; never by reading message strings."""
+    suffix = f": {detail}" if detail else ""
+    if status == 429:
+        return UpstreamRateLimited(
+            f"{provider} is rate limiting this gateway{suffix}",
+            retry_after=parse_retry_after(headers),
+            provider=provider,
+            upstream_status=status,
+            upstream_request_id=request_id,
+        )
+    error_class: type[ProviderError]
+    if status in (401, 403):
+        error_class, message = (
+            UpstreamAuthFailed,
+            "refused the gateway's credentials; check its API key",
+        )
+    elif status in (408, 504):
+        error_class, message = UpstreamTimeout, f"timed out (HTTP {status})"
+    elif status >= 500:
+        error_class, message = UpstreamError, f"failed with HTTP {status}{suffix}"
+    else:
+        error_class, message = UpstreamRejected, f"rejected the request (HTTP {status}){suffix}"
+    return error_class(
+        f"{provider} {message}",
+        provider=provider,
+        upstream_status=status,
+        upstream_request_id=request_id,
+    )
+
+
+def safe_detail(message: object, limit: int = 300) -> str:
+    """A short, single-line upstream message for the caller (never a stack trace)."""
+    text = " ".join(str(message or "").split())
+    return text[:limit]

@@ -1,0 +1,73 @@
+"""OpenAI, and any OpenAI-compatible server (vLLM, llama.cpp, LM Studio), through AsyncOpenAI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+
+from app.errors import ProviderError, UpstreamError, UpstreamTimeout
+from app.providers.base import (
+    ALL_PARAMS,
+    ProviderCall,
+    ProviderReply,
+    error_for_status,
+    normalize_finish_reason,
+    safe_detail,
+)
+from app.schemas import Usage
+
+
+class OpenAIProvider:
+    name = "openai"
+    supported_params = ALL_PARAMS
+
+    def __init__(self, client: openai.AsyncOpenAI) -> None:
+        self._client = client
+
+    @staticmethod
+    def request_kwargs(call: ProviderCall) -> dict[str, Any]:
+        """The exact chat.completions body: the system prompt is the first message."""
+        messages = [{"role": "system", "content": call.system}] if call.system else []
+        messages += [{"role": m.role, "content": m.content} for m in call.messages]
+        params = call.params.model_dump(exclude_none=True)
+        if "max_tokens" in params:  # the current name; `max_tokens` is refused by newer models
+            params["max_completion_tokens"] = params.pop("max_tokens")
+        return {"model": call.model, "messages": messages, **params}
+
+    async def complete(self, call: ProviderCall) -> ProviderReply:
+        try:
+            result = await self._client.chat.completions.create(**self.request_kwargs(call))
+        except openai.APITimeoutError:
+            raise UpstreamTimeout("openai did not answer in time", provider=self.name) from None
+        except openai.APIConnectionError:
+            raise UpstreamError("could not reach openai", provider=self.name) from None
+        except openai.APIStatusError as exc:
+            raise error_for_status(
+                self.name,
+                exc.status_code,
+                headers=exc.response.headers,
+                request_id=exc.request_id,
+                detail=safe_detail(exc.message),
+            ) from None
+        except openai.APIError as exc:  # e.g. a body the SDK could not parse
+            raise ProviderError(
+                f"openai answered unexpectedly: {safe_detail(exc.message)}", provider=self.name
+            ) from None
+        if not result.choices:
+            raise UpstreamError("openai returned no choices", provider=self.name)
+        choice = result.choices[0]
+        usage = result.usage
+        return ProviderReply(
+            text=choice.message.content or "",
+            finish_reason=normalize_finish_reason(choice.finish_reason),
+            usage=Usage(
+                input_tokens=usage.prompt_tokens if usage else None,
+                output_tokens=usage.completion_tokens if usage else None,
+                total_tokens=usage.total_tokens if usage else None,
+            ),
+            upstream_request_id=getattr(result, "_request_id", None),
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()

@@ -1,0 +1,1 @@
+"""Which model answers, and how patiently: ModelSelectionPolicy and the retry policy."""

@@ -1,0 +1,19 @@
+"""Fingerprints and provenance: pure functions, no I/O."""
+
+from app.tracking.fingerprints import (
+    canonical_json,
+    pattern_content_hash,
+    sha256_hex,
+    user_prompt_hash,
+    variables_hash,
+)
+from app.tracking.provenance import build_provenance
+
+__all__ = [
+    "build_provenance",
+    "canonical_json",
+    "pattern_content_hash",
+    "sha256_hex",
+    "user_prompt_hash",
+    "variables_hash",
+]

@@ -1,0 +1,52 @@
+"""Helpers the tests import: settings aimed at the loopback fake, and the app over ASGI."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from app.config import AnthropicSettings, OllamaSettings, OpenAISettings, Settings, UpstreamSettings
+from app.main import create_app
+from tests.fakes.provider_server import FakeProviderServer
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHIPPED_PATTERNS = REPO_ROOT / "patterns"
+OPENAI_KEY = "sk-test-openai-secret-123"
+ANTHROPIC_KEY = "sk-ant-test-secret-456"
+
+
+def settings_for(fake: FakeProviderServer | None, **overrides: Any) -> Settings:
+    """Every provider pointed at the fake; with `fake=None`, no provider keys at all."""
+    base: dict[str, Any] = {
+        "pattern_dir": [SHIPPED_PATTERNS],
+        "pattern_reload_seconds": 0,
+        "default_model": "openai/gpt-4o-mini",
+        "log_json": True,
+        "upstream": UpstreamSettings(
+            timeout_seconds=2.0, max_retries=2, backoff_initial_seconds=0.01,
+            backoff_max_seconds=0.02, max_retry_after_seconds=1.0,
+        ),
+        "openai": OpenAISettings(
+            api_key=OPENAI_KEY if fake else None, base_url=f"{fake.base_url}/v1" if fake else None
+        ),
+        "anthropic": AnthropicSettings(
+            api_key=ANTHROPIC_KEY if fake else None, base_url=fake.base_url if fake else None
+        ),
+        # Port 9 (discard) on loopback: nothing listens, so a call fails fast.
+        "ollama": OllamaSettings(host=fake.base_url if fake else "http://127.0.0.1:9"),
+    }
+    return Settings(_env_file=None, **{**base, **overrides})  # type: ignore[call-arg]
+
+
+@contextlib.asynccontextmanager
+async def serve_app(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """The real app, lifespan included, reached through an ASGI transport."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway.test") as http:
+            yield http

@@ -1,0 +1,331 @@
+"""Tests for the keyed personal-data redactor (app.prompts.redaction)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.prompts.redaction import (
+    CATEGORIES,
+    ELLIPSIS,
+    MAX_REDACTED_CHARS,
+    RedactionResult,
+    Redactor,
+)
+
+TOKEN_SHAPE = re.compile(r"\[[A-Z_]+_[0-9a-f]{10}\]")
+EMAIL_SHAPE = re.compile(r"[^\s\[\]]+@[^\s\[\]]+\.[^\s\[\]]+")
+REDACTOR = Redactor(b"test-server-secret")
+
+
+def redact(text: str) -> RedactionResult:
+    result = REDACTOR.redact(text)
+    for token in result.tokens:
+        assert TOKEN_SHAPE.fullmatch(token), token
+        assert token in result.text
+    return result
+
+
+# --- every category, several realistic examples each -------------------------------------
+
+CATEGORY_CASES = [
+    # EMAIL
+    ("Contact me at john.doe@example.com please.", "john.doe@example.com", "EMAIL"),
+    ("Reply to Jane.Roe+bills@mail.example.co.uk", "Jane.Roe+bills@mail.example.co.uk", "EMAIL"),
+    ("<user_42@sub-domain.example.org>", "user_42@sub-domain.example.org", "EMAIL"),
+    # IBAN (valid ISO 13616 checksums)
+    ("IBAN: DE89 3704 0044 0532 0130 00", "DE89 3704 0044 0532 0130 00", "IBAN"),
+    ("Pay to GB82WEST12345698765432.", "GB82WEST12345698765432", "IBAN"),
+    ("Konto FR14 2004 1010 0505 0001 3M02 606 bitte", "FR14 2004 1010 0505 0001 3M02 606", "IBAN"),
+    ("BE68 5390 0754 7034 EUR", "BE68 5390 0754 7034", "IBAN"),
+    # CARD_NUMBER (Luhn-valid)
+    ("Card 4111 1111 1111 1111 expires 12/27", "4111 1111 1111 1111", "CARD_NUMBER"),
+    ("charged 5500-0055-5555-5559 twice", "5500-0055-5555-5559", "CARD_NUMBER"),
+    ("amex 378282246310005.", "378282246310005", "CARD_NUMBER"),
+    # IP_ADDRESS (IPv4 and IPv6)
+    ("login from 192.168.1.23 failed", "192.168.1.23", "IP_ADDRESS"),
+    ("server 10.0.0.1:8080 is down", "10.0.0.1", "IP_ADDRESS"),
+    ("v6 host 2001:db8::8a2e:370:7334 answered", "2001:db8::8a2e:370:7334", "IP_ADDRESS"),
+    ("link-local fe80::1.", "fe80::1", "IP_ADDRESS"),
+    ("mapped ::ffff:192.0.2.1 here", "::ffff:192.0.2.1", "IP_ADDRESS"),
+    # PHONE
+    ("Call +1 (555) 123-4567 tomorrow", "+1 (555) 123-4567", "PHONE"),
+    ("London office: +44 20 7946 0958.", "+44 20 7946 0958", "PHONE"),
+    ("mobile +4915112345678", "+4915112345678", "PHONE"),
+    ("US desk 555.123.4567 or", "555.123.4567", "PHONE"),
+    ("Berlin: 030 1234567", "030 1234567", "PHONE"),
+    ("Paris 01 23 45 67 89", "01 23 45 67 89", "PHONE"),
+    # ID_CODE
+    ("SSN 123-45-6789 on file", "123-45-6789", "ID_CODE"),
+    ("isikukood 38001085718", "38001085718", "ID_CODE"),
+    ("hetu 131052-308T", "131052-308T", "ID_CODE"),
+    ("NINO AB123456C", "AB123456C", "ID_CODE"),
+    ("passport no. X12345678", "X12345678", "ID_CODE"),
+    # ADDRESS_LINE
+    ("Ship to 221B Baker Street, London", "221B Baker Street", "ADDRESS_LINE"),
+    ("at 1600 Pennsylvania Avenue NW today", "1600 Pennsylvania Avenue NW", "ADDRESS_LINE"),
+    ("Wohnt in der Hauptstraße 5.", "Hauptstraße 5", "ADDRESS_LINE"),
+    ("Adresse: Berliner Strasse 12a", "Berliner Strasse 12a", "ADDRESS_LINE"),
+    ("Drottninggatan 53, Stockholm", "Drottninggatan 53", "ADDRESS_LINE"),
+    ("Mannerheimintie 10 Helsinki", "Mannerheimintie 10", "ADDRESS_LINE"),
+    ("office at 42 Elm Rd.", "42 Elm Rd", "ADDRESS_LINE"),
+    # NUMBER
+    ("customer number 12345678 called", "12345678", "NUMBER"),
+    ("account #00123456", "00123456", "NUMBER"),
+    ("ref 987654.", "987654", "NUMBER"),
+]
+
+
+@pytest.mark.parametrize(("text", "raw", "category"), CATEGORY_CASES)
+def test_category_is_detected_and_raw_value_removed(text: str, raw: str, category: str) -> None:
+    result = redact(text)
+    assert set(result.tokens.values()) == {category}
+    assert raw not in result.text
+    assert not result.truncated
+
+
+NAME_CASES = [
+    ("Mr. Smith will attend", "Smith", "Mr. "),
+    ("Please ask Dr John Watson", "John Watson", "Dr "),
+    ("Mrs O'Brien called", "O'Brien", "Mrs "),
+    ("Prof Anna-Lena Müller", "Anna-Lena Müller", "Prof "),
+    ("Hello, my name is Jane Doe and", "Jane Doe", "my name is "),
+    ("I am Bob.", "Bob", "I am "),
+    ("I\u2019m Alice Cooper, nice", "Alice Cooper", "I\u2019m "),  # typographic apostrophe
+    ("Name: Maria Garcia", "Maria Garcia", "Name: "),
+    ("Thanks!\nSigned,\nPeter Parker", "Peter Parker", "Signed,\n"),
+]
+
+
+@pytest.mark.parametrize(("text", "name", "cue"), NAME_CASES)
+def test_simple_name_replaces_name_words_but_keeps_cue(text: str, name: str, cue: str) -> None:
+    result = redact(text)
+    assert set(result.tokens.values()) == {"SIMPLE_NAME"}
+    assert name not in result.text
+    token = next(iter(result.tokens))
+    assert cue + token in result.text
+
+
+def test_names_without_cue_or_capital_are_not_names() -> None:
+    assert redact("I am happy to help, Smith said").tokens == {}
+
+
+def test_several_categories_in_one_text() -> None:
+    text = (
+        "Hi, I'm Sam Lee (sam.lee@example.com, +1 555 123 4567). "
+        "Card 4111 1111 1111 1111, IBAN DE89 3704 0044 0532 0130 00, "
+        "home 12 Oak Lane, IP 203.0.113.7, SSN 123-45-6789, customer 99887766."
+    )
+    result = redact(text)
+    assert sorted(result.tokens.values()) == sorted(
+        [
+            "SIMPLE_NAME",
+            "EMAIL",
+            "PHONE",
+            "CARD_NUMBER",
+            "IBAN",
+            "ADDRESS_LINE",
+            "IP_ADDRESS",
+            "ID_CODE",
+            "NUMBER",
+        ]
+    )
+    for raw in ("Sam Lee", "sam.lee", "555 123", "4111", "DE89", "Oak Lane", "203.0", "6789"):
+        assert raw not in result.text
+
+
+# --- determinism ---------------------------------------------------------------------------
+
+
+def test_same_key_gives_same_token_across_calls_and_instances() -> None:
+    text = "mail john@example.com"
+    first = Redactor(b"k1").redact(text)
+    assert Redactor(b"k1").redact(text) == first
+    assert Redactor(b"k1").redact("again: john@example.com!").tokens == first.tokens
+
+
+def test_different_key_gives_different_token() -> None:
+    text = "mail john@example.com"
+    assert Redactor(b"k1").redact(text).tokens.keys() != Redactor(b"k2").redact(text).tokens.keys()
+
+
+def test_same_value_twice_is_one_token_entry() -> None:
+    result = redact("john@example.com wrote to john@example.com")
+    assert len(result.tokens) == 1
+    token = next(iter(result.tokens))
+    assert result.text == f"{token} wrote to {token}"
+
+
+def test_formatting_variants_share_a_token() -> None:
+    spaced = redact("4111 1111 1111 1111").tokens
+    assert redact("4111-1111-1111-1111").tokens == spaced
+    assert redact("4111111111111111").tokens == spaced
+    assert redact("John@Example.COM").tokens == redact("john@example.com").tokens
+
+
+def test_same_digits_in_different_categories_get_different_tokens() -> None:
+    assert redact("4111111111111111").tokens.keys() != redact("4111111111111112").tokens.keys()
+
+
+def test_empty_key_is_rejected() -> None:
+    with pytest.raises(ValueError, match="key"):
+        Redactor(b"")
+
+
+def test_category_order_is_documented_and_fixed() -> None:
+    assert [category.name for category in CATEGORIES] == [
+        "EMAIL",
+        "IBAN",
+        "CARD_NUMBER",
+        "IP_ADDRESS",
+        "PHONE",
+        "ID_CODE",
+        "ADDRESS_LINE",
+        "SIMPLE_NAME",
+        "NUMBER",
+    ]
+
+
+# --- overlap order ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["4111 1111 1111 1111", "4111-1111-1111-1111", "4111111111111111", "5555 5555 5555 4444"],
+)
+def test_card_number_is_not_phone_or_number(text: str) -> None:
+    assert set(redact(f"paid with {text} yesterday").tokens.values()) == {"CARD_NUMBER"}
+
+
+def test_email_with_digits_is_one_email_token() -> None:
+    result = redact("write to customer1234567@shop99.example.com now")
+    assert list(result.tokens.values()) == ["EMAIL"]
+    assert "1234567" not in result.text
+
+
+def test_iban_digits_are_not_numbers_or_cards() -> None:
+    assert list(redact("NL91ABNA0417164300").tokens.values()) == ["IBAN"]
+
+
+def test_ssn_and_ip_are_not_phones() -> None:
+    assert list(redact("SSN 123-45-6789").tokens.values()) == ["ID_CODE"]
+    assert list(redact("host 192.168.100.200").tokens.values()) == ["IP_ADDRESS"]
+
+
+# --- false positives ------------------------------------------------------------------------
+
+UNTOUCHED = [
+    "Upgrade from 1.2.3 to v2.10.4 on Python 3.11.",
+    "Released 2024-01-15, announced 15.01.2024, shipped 01/15/2024.",
+    "The job ran at 12:30:45 and again at 10:30.",
+    "We sold 1,234 units; pi is 3.14; in 2025 it costs 499 EUR in room 12.",
+    "Growth was 12.5% (up 3%), +3.5% YoY, 1.2.3.4.5 is a version.",
+    "Chapter 7, page 42, 12345 steps, order of 99 items.",
+    "12 345 678 people and 1234567.89 EUR in 3 years.",
+    "I am happy, the Street is nice and Dr. is a title.",
+    "Ratios 3:4:5 and std::vector<int> are not addresses.",
+]
+
+
+@pytest.mark.parametrize("text", UNTOUCHED)
+def test_false_positives_stay_untouched(text: str) -> None:
+    result = redact(text)
+    assert result.text == text
+    assert result.tokens == {}
+
+
+def test_invalid_luhn_is_not_a_card() -> None:
+    assert "CARD_NUMBER" not in redact("4111 1111 1111 1112").tokens.values()
+    compact = redact("4111111111111112")
+    assert set(compact.tokens.values()) == {"NUMBER"}
+
+
+def test_bad_iban_checksum_is_not_an_iban() -> None:
+    for text in ("DE89 3704 0044 0532 0130 01", "GB83WEST12345698765432"):
+        assert "IBAN" not in redact(text).tokens.values()
+
+
+# --- truncation -----------------------------------------------------------------------------
+
+
+def test_long_text_is_truncated_to_exact_limit() -> None:
+    result = redact("lorem ipsum " * 3000)
+    assert len(result.text) == MAX_REDACTED_CHARS
+    assert result.text.endswith(ELLIPSIS)
+    assert result.text.count(ELLIPSIS) == 1
+    assert result.truncated
+
+
+def test_text_at_limit_is_not_truncated() -> None:
+    text = "x" * MAX_REDACTED_CHARS
+    assert redact(text) == RedactionResult(text=text, tokens={}, truncated=False)
+
+
+def test_redaction_happens_before_truncation() -> None:
+    # 30 emails of ~1000 chars: the raw text is much longer than the limit, the redacted one not.
+    emails = [f"{'a' * 980}{i}@example.com" for i in range(30)]
+    result = redact(" ".join(emails))
+    assert not result.truncated
+    assert len(result.tokens) == 30
+
+
+def test_truncation_never_splits_a_token() -> None:
+    prefix = "a" * (MAX_REDACTED_CHARS - 10) + " "
+    result = redact(prefix + "john@example.com and more text " * 5)
+    assert result.truncated
+    assert result.text == prefix + ELLIPSIS
+    assert "[EMAIL" not in result.text
+    assert result.tokens == {}
+
+
+# --- properties -----------------------------------------------------------------------------
+
+FRAGMENTS = st.sampled_from(
+    [text for text, _, _ in CATEGORY_CASES]
+    + [text for text, _, _ in NAME_CASES]
+    + UNTOUCHED
+    + ["+", "-", ".", ":", "@", "[", "]", "\n", "Mr", "Street", "0", "123456"]
+)
+MIXED_TEXT = st.lists(
+    st.one_of(FRAGMENTS, st.emails(), st.text(max_size=30), st.integers().map(str)),
+    max_size=12,
+).flatmap(lambda parts: st.sampled_from(["", " ", "\n"]).map(lambda sep: sep.join(parts)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(MIXED_TEXT)
+def test_redaction_is_idempotent(text: str) -> None:
+    once = redact(text)
+    assert redact(once.text) == once
+
+
+@settings(max_examples=200, deadline=None)
+@given(MIXED_TEXT)
+def test_every_token_in_output_is_listed(text: str) -> None:
+    result = redact(text)
+    assert set(TOKEN_SHAPE.findall(result.text)) <= set(result.tokens)
+    assert all(category in {c.name for c in CATEGORIES} for category in result.tokens.values())
+
+
+@settings(max_examples=300, deadline=None)
+@given(email=st.emails(), before=st.sampled_from(["", "mail ", "(", "<", "to: "]))
+def test_generated_emails_never_survive(email: str, before: str) -> None:
+    result = redact(f"{before}{email} is my address.")
+    assert email not in result.text
+    assert not EMAIL_SHAPE.search(result.text)
+    assert "EMAIL" in result.tokens.values()
+
+
+@settings(max_examples=100, deadline=None)
+@given(offset=st.integers(-60, 60), tail=MIXED_TEXT)
+def test_output_never_exceeds_limit_nor_leaves_half_tokens(offset: int, tail: str) -> None:
+    filler = ("lorem " * MAX_REDACTED_CHARS)[: max(0, MAX_REDACTED_CHARS + offset - len(tail))]
+    result = redact(filler + tail)
+    assert len(result.text) <= MAX_REDACTED_CHARS
+    assert result.text.endswith(ELLIPSIS) or not result.truncated
+    if result.truncated:
+        assert len(result.text) > MAX_REDACTED_CHARS - 30  # only a token's length is given up
+        assert not re.search(r"\[[A-Z_]+_?[0-9a-f]{0,10}…$", result.text)
