@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Annotated, Any
 
 import typer
 
 from app.catalog import PatternsAdapter
+from app.cli_store import db_cli, fail, templates_cli
 from app.config import Settings, get_settings
 from app.errors import GenAIError
 from app.logging import configure_logging
-from app.main import build_service
 from app.routing.policy import ModelSelectionPolicy
+from app.runtime import run_with_runtime
 from app.schemas import RenderRequest
 
 cli = typer.Typer(
@@ -21,11 +21,14 @@ cli = typer.Typer(
 )
 patterns_cli = typer.Typer(help="Inspect and lint the pattern catalog.", no_args_is_help=True)
 cli.add_typer(patterns_cli, name="patterns")
+cli.add_typer(db_cli, name="db")
+cli.add_typer(templates_cli, name="templates")
 
 
 @cli.callback()
 def _configure() -> None:
-    configure_logging(get_settings())
+    # Commands print their results; only warnings belong beside them. (`serve` configures its own.)
+    configure_logging(get_settings().model_copy(update={"log_level": "WARNING"}))
 
 
 def _adapter(settings: Settings) -> PatternsAdapter:
@@ -41,16 +44,6 @@ def _parse_var(item: str) -> tuple[str, Any]:
         return key, json.loads(raw)
     except json.JSONDecodeError:
         return key, raw
-
-
-def _fail(exc: GenAIError) -> None:
-    typer.echo(
-        json.dumps(
-            {"error": {"type": exc.error_type, "message": exc.message, **exc.details()}}, indent=2
-        ),
-        err=True,
-    )
-    raise typer.Exit(code=1)
 
 
 @cli.command()
@@ -83,15 +76,14 @@ def render(
     model: Annotated[str | None, typer.Option(help="provider/model to pretend to choose.")] = None,
 ) -> None:
     """Render a pattern locally and print the prompt, model choice and hashes as JSON."""
-    service = build_service(get_settings())  # builds SDK clients, but a dry run calls none
     variables = dict(_parse_var(item) for item in var or [])
+    request = RenderRequest(
+        pattern_key=pattern, variables=variables, user_prompt=user_prompt, model=model
+    )
     try:
-        request = RenderRequest(
-            pattern_key=pattern, variables=variables, user_prompt=user_prompt, model=model
-        )
-        result = asyncio.run(service.render(request))
+        result = run_with_runtime(lambda runtime: runtime.service.render(request))
     except GenAIError as exc:
-        _fail(exc)
+        fail(exc)
         return
     typer.echo(result.model_dump_json(indent=2))
 
@@ -112,7 +104,7 @@ def patterns_show(name: str) -> None:
     try:
         pattern = _adapter(get_settings()).get(name)
     except GenAIError as exc:
-        _fail(exc)
+        fail(exc)
         return
     documented = pattern.meta.variables or {}
     typer.echo(

@@ -45,6 +45,17 @@ class UpstreamSettings(BaseModel):
     )
 
 
+class AuditSettings(BaseModel):
+    """The durable job record: what is kept, and how completions are batched to the store."""
+
+    store_replay_inputs: bool = Field(
+        default=True,
+        description="Keep the variables and user prompt (encrypted) so a job can be replayed.",
+    )
+    flush_seconds: float = Field(default=0.05, gt=0, description="Max delay of a completion write.")
+    batch_size: int = Field(default=200, ge=1, le=10_000)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GENAI_",
@@ -73,8 +84,37 @@ class Settings(BaseSettings):
     anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
     ollama: OllamaSettings = Field(default_factory=OllamaSettings)
 
+    data_dir: Path = Field(
+        default=Path("data"), description="Where the embedded database and generated keys live."
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="Default: SQLite at <data_dir>/genai.db. PostgreSQL: postgresql+asyncpg://…",
+    )
+    database_auto_migrate: bool | None = Field(
+        default=None, description="Apply migrations at start-up; default on for SQLite only."
+    )
+    redaction_key: SecretStr | None = Field(
+        default=None, description="HMAC key for redaction tokens; generated in data_dir if unset."
+    )
+    data_key: SecretStr | None = Field(
+        default=None,
+        description="Base64 of 32 bytes, encrypts replay inputs; generated in data_dir if unset.",
+    )
+    audit: AuditSettings = Field(default_factory=AuditSettings)
+
     log_level: str = "INFO"
     log_json: bool | None = Field(default=None, description="Default: JSON unless stderr is a TTY.")
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite+aiosqlite:///{self.data_dir / 'genai.db'}"
+
+    @property
+    def auto_migrate(self) -> bool:
+        if self.database_auto_migrate is not None:
+            return self.database_auto_migrate
+        return self.resolved_database_url.startswith("sqlite")
 
     @field_validator("pattern_dir", mode="before")
     @classmethod

@@ -7,7 +7,14 @@
     │   ├── PatternRenderError         422 pattern_render_error (also a ValueError)
     │   │   ├── MissingVariables       422 missing_variables    (names every missing key)
     │   │   └── SandboxViolation       422 sandbox_violation
-    │   └── InvalidModel               422 invalid_model        (not provider/model, or unknown)
+    │   ├── InvalidModel               422 invalid_model        (not provider/model, or unknown)
+    │   ├── TemplateNotFound           404 template_not_found
+    │   ├── InvalidTemplate            422 invalid_template     (body and declared variables differ)
+    │   ├── VariableContractViolation  422 variable_contract_violation (missing or extra keys)
+    │   ├── TemplateConflict           409 template_conflict    (a concurrent change won)
+    │   ├── JobNotFound                404 job_not_found
+    │   └── ReplayUnavailable          409 replay_unavailable   (inputs not kept, or unreadable)
+    ├── StoreUnavailable               503 store_unavailable    (no audit record can be written)
     └── ProviderError                  carries provider, upstream status and request id
         ├── ProviderUnavailable        503 provider_unavailable (no API key configured)
         ├── UpstreamRateLimited        429 rate_limited         (with Retry-After)
@@ -34,6 +41,9 @@ class GenAIError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    #: The audit record of the failed job, once one exists.
+    job_id: str | None = None
 
     def details(self) -> dict[str, Any]:
         """Extra, safe-to-publish fields for the error body."""
@@ -104,6 +114,68 @@ class SandboxViolation(PatternRenderError):
 class InvalidModel(RequestProblem):
     status_code = 422
     error_type = "invalid_model"
+
+
+class TemplateNotFound(RequestProblem):
+    status_code = 404
+    error_type = "template_not_found"
+
+
+class InvalidTemplate(RequestProblem):
+    status_code = 422
+    error_type = "invalid_template"
+
+    def __init__(self, message: str, problems: Sequence[str]) -> None:
+        super().__init__(f"{message}: " + "; ".join(problems))
+        self.problems = list(problems)
+
+    def details(self) -> dict[str, Any]:
+        return {"problems": self.problems}
+
+
+class VariableContractViolation(PatternRenderError):
+    """The supplied variables must equal the template's declared set, no more and no less."""
+
+    error_type = "variable_contract_violation"
+
+    def __init__(self, name: str, *, missing: Sequence[str], unexpected: Sequence[str]) -> None:
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(sorted(missing))}")
+        if unexpected:
+            parts.append(f"not declared {', '.join(sorted(unexpected))}")
+        super().__init__(
+            f"Variables for template {name!r} do not match its contract: " + "; ".join(parts)
+        )
+        self.name = name
+        self.missing = sorted(missing)
+        self.unexpected = sorted(unexpected)
+
+    def details(self) -> dict[str, Any]:
+        return {"template": self.name, "missing": self.missing, "unexpected": self.unexpected}
+
+
+class TemplateConflict(RequestProblem):
+    status_code = 409
+    error_type = "template_conflict"
+
+
+class JobNotFound(RequestProblem):
+    status_code = 404
+    error_type = "job_not_found"
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"No job with id {job_id!r}.")
+
+
+class ReplayUnavailable(RequestProblem):
+    status_code = 409
+    error_type = "replay_unavailable"
+
+
+class StoreUnavailable(GenAIError):
+    status_code = 503
+    error_type = "store_unavailable"
 
 
 class ProviderError(GenAIError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import sys
@@ -95,6 +96,9 @@ class RequestContextMiddleware:
 
         try:
             await self.app(scope, receive, send_with_id)
+        except asyncio.CancelledError:
+            status = 499  # the client closed the connection before the answer
+            raise
         except Exception as exc:
             log.error("unhandled_error", error_type=type(exc).__name__)
             if not response_started:

@@ -10,16 +10,12 @@ import structlog
 from fastapi import FastAPI
 
 from app import __version__
-from app.api import completions, health, patterns
+from app.api import completions, health, jobs, patterns, templates
 from app.api.errors import install_error_handlers
 from app.catalog import PatternsAdapter
 from app.config import Settings, get_settings
 from app.logging import RequestContextMiddleware, configure_logging
-from app.providers import ProviderRegistry
-from app.routing.policy import ModelSelectionPolicy
-from app.routing.retry import RetryPolicy
-from app.schemas import ModelParams
-from app.service import GenAIService
+from app.runtime import build_runtime
 
 log = structlog.get_logger(__name__)
 
@@ -35,34 +31,25 @@ async def _keep_patterns_fresh(adapter: PatternsAdapter, every: float) -> None:
             log.warning("patterns_reload_failed", error=str(exc))
 
 
-def build_service(settings: Settings) -> GenAIService:
-    return GenAIService(
-        patterns=PatternsAdapter(roots=settings.pattern_dir, defaults=settings.pattern_defaults),
-        policy=ModelSelectionPolicy.from_settings(settings),
-        providers=ProviderRegistry.from_settings(settings),
-        retry=RetryPolicy(settings.upstream),
-        default_params=ModelParams(max_tokens=settings.default_max_tokens),
-    )
-
-
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     configure_logging(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        service = build_service(settings)
-        app.state.settings = settings
-        app.state.service = service
+        runtime = await build_runtime(settings)
+        app.state.runtime = runtime
+        app.state.service = runtime.service
         reloader = None
         if settings.pattern_reload_seconds > 0:
             reloader = asyncio.create_task(
-                _keep_patterns_fresh(service.patterns, settings.pattern_reload_seconds)
+                _keep_patterns_fresh(runtime.service.patterns, settings.pattern_reload_seconds)
             )
         log.info(
             "service_started",
-            patterns=len(service.patterns.names()),
-            providers=service.providers.status(),
+            patterns=len(runtime.service.patterns.names()),
+            providers=runtime.service.providers.status(),
+            database=runtime.database.safe_url,
         )
         try:
             yield
@@ -71,7 +58,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 reloader.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await reloader
-            await service.providers.aclose()
+            await runtime.aclose()
             log.info("service_stopped")
 
     app = FastAPI(
@@ -81,13 +68,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         openapi_tags=[
             {"name": "completions", "description": "Render patterns and call models."},
-            {"name": "patterns", "description": "The prompt pattern catalog."},
-            {"name": "health", "description": "Probes for orchestrators."},
+            {"name": "patterns", "description": "The prompt pattern catalog (files)."},
+            {"name": "templates", "description": "Versioned prompt templates (database)."},
+            {"name": "jobs", "description": "The audit trail: records, replay, drift."},
+            {"name": "health", "description": "Probes and metrics for operators."},
         ],
     )
     install_error_handlers(app)
     app.add_middleware(RequestContextMiddleware)
-    app.include_router(completions.router)
-    app.include_router(patterns.router)
-    app.include_router(health.router)
+    for module in (completions, patterns, templates, jobs, health):
+        app.include_router(module.router)
     return app

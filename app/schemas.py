@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# Template names and roles appear in URLs, so they are kept to a safe alphabet.
+SLUG = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
 
 
 class _Frozen(BaseModel):
@@ -33,6 +37,14 @@ class ModelParams(_Frozen):
         )
 
 
+class TemplateRef(_Frozen):
+    """A database template: its active variant, or one exact version."""
+
+    name: str = Field(pattern=SLUG)
+    role: str = Field(pattern=SLUG)
+    version: int | None = Field(default=None, ge=1)
+
+
 class RenderRequest(_Frozen):
     """What a caller asks for: a pattern, its variables and the verbatim user prompt."""
 
@@ -52,13 +64,22 @@ class RenderRequest(_Frozen):
         },
     )
 
-    pattern_key: str = Field(
-        min_length=1, max_length=200, description="Pattern name, e.g. `email/reply`."
+    pattern_key: str | None = Field(
+        default=None, min_length=1, max_length=200, description="Pattern name, e.g. `email/reply`."
+    )
+    template: TemplateRef | None = Field(
+        default=None, description="A database template instead of a pattern file."
     )
     variables: dict[str, Any] = Field(default_factory=dict)
     user_prompt: str = Field(description="Sent verbatim as the single user message.")
     model: str | None = Field(default=None, description="`provider/model`; overrides the policy.")
     params: ModelParams | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> RenderRequest:
+        if (self.pattern_key is None) == (self.template is None):
+            raise ValueError("give exactly one of pattern_key or template")
+        return self
 
 
 class Message(_Frozen):
@@ -125,6 +146,7 @@ class RenderResult(_Frozen):
 class CompletionEnvelope(_Frozen):
     """The prompt that was sent, the response, and the provenance that proves it."""
 
+    job_id: str = Field(description="The audit record: GET /v1/jobs/{job_id}.")
     request_id: str | None = None
     prompt: RenderedPrompt
     params: ModelParams
@@ -161,3 +183,114 @@ class ErrorBody(BaseModel):
     """Every error answer: `{"error": {"type", "message", ...details}}`."""
 
     error: ErrorInfo
+
+
+class TemplateCreate(_Frozen):
+    """A new version of a database template; its text is immutable once stored."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "support-reply",
+                    "role": "writer",
+                    "template": "Answer as {{ brand }} support, in {{ language }}.",
+                    "variables": ["brand", "language"],
+                    "activate": True,
+                }
+            ]
+        },
+    )
+
+    name: str = Field(pattern=SLUG)
+    role: str = Field(pattern=SLUG)
+    template: str = Field(min_length=1, max_length=100_000)
+    variables: list[str] = Field(default_factory=list, description="The exact, ordered contract.")
+    blueprint_schema: dict[str, Any] | None = None
+    blueprint_instructions: str | None = None
+    activate: bool = Field(
+        default=False, description="Make this the active variant; the first version always is."
+    )
+
+
+class TemplateVersion(_Frozen):
+    id: int
+    name: str
+    role: str
+    version: int
+    template: str
+    variables: list[str]
+    active: bool
+    checksum: str
+    blueprint_schema: dict[str, Any] | None
+    blueprint_instructions: str | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+
+class JobRecord(_Frozen):
+    """A stored audit record; prompt and response are redacted, replay inputs never shown."""
+
+    id: str
+    request_id: str | None
+    created_at: dt.datetime
+    completed_at: dt.datetime | None
+    status: Literal["pending", "completed", "failed", "cancelled"]
+    error_type: str | None
+    error_message: str | None
+    source_kind: Literal["pattern", "template", "fallback"]
+    source_name: str
+    source_base_path: str
+    template_id: int | None
+    template_role: str | None
+    template_version: int | None
+    template_sha256: str
+    pattern_content_hash: str
+    variables_hash: str
+    user_prompt_hash: str
+    provider: str
+    model: str
+    params: dict[str, Any]
+    finish_reason: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    latency_ms: float | None
+    upstream_latency_ms: float | None
+    prompt_redacted: dict[str, Any]
+    response_redacted: str | None
+    redaction_map: dict[str, str]
+    snippet_ids: list[str]
+    replay_available: bool
+
+
+class HashCheck(_Frozen):
+    stored: str
+    recomputed: str | None
+    matches: bool
+
+
+class ReplayResult(_Frozen):
+    """The rebuilt historical prompt and whether every fingerprint still matches."""
+
+    job_id: str
+    reproduced: bool
+    hashes: dict[str, HashCheck]
+    differing: list[str]
+    prompt: RenderedPrompt | None
+
+
+class DriftFinding(_Frozen):
+    source_kind: str
+    source_name: str
+    template_version: int | None
+    recorded_sha256: str
+    current_sha256: str | None
+    jobs: int
+    reason: str
+
+
+class DriftReport(_Frozen):
+    checked_sources: int
+    drifted: list[DriftFinding]

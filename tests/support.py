@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ ANTHROPIC_KEY = "sk-ant-test-secret-456"
 def settings_for(fake: FakeProviderServer | None, **overrides: Any) -> Settings:
     """Every provider pointed at the fake; with `fake=None`, no provider keys at all."""
     base: dict[str, Any] = {
+        "data_dir": Path(tempfile.mkdtemp(prefix="genai-test-")),
         "pattern_dir": [SHIPPED_PATTERNS],
         "pattern_reload_seconds": 0,
         "default_model": "openai/gpt-4o-mini",
@@ -46,7 +49,11 @@ def settings_for(fake: FakeProviderServer | None, **overrides: Any) -> Settings:
 async def serve_app(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     """The real app, lifespan included, reached through an ASGI transport."""
     app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gateway.test") as http:
-            yield http
+    try:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://gateway.test") as http:
+                yield http
+    finally:
+        if settings.data_dir.name.startswith("genai-test-"):
+            shutil.rmtree(settings.data_dir, ignore_errors=True)

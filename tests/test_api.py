@@ -345,7 +345,9 @@ async def test_openapi_has_stable_operation_ids_and_examples(client: httpx.Async
     spec = (await client.get("/openapi.json")).json()
     ids = {op["operationId"] for path in spec["paths"].values() for op in path.values()}
     assert ids == {"createCompletion", "renderPrompt", "listPatterns", "getPattern", "healthz",
-                   "readyz"}
+                   "readyz", "metrics", "createTemplateVersion", "listTemplateVersions",
+                   "getTemplateVersion", "activateTemplateVersion", "getJob", "replayJob",
+                   "checkDrift"}
     assert spec["components"]["schemas"]["RenderRequest"]["examples"]
     completion = spec["paths"]["/v1/completions"]["post"]
     assert {"404", "422", "429", "502", "503", "504"} <= set(completion["responses"])

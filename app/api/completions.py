@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from app.api.deps import RequestIdDep, ServiceDep
+from app.api.disconnect import cancel_on_disconnect
 from app.api.errors import error_responses
 from app.schemas import CompletionEnvelope, RenderRequest, RenderResult
 
@@ -18,9 +19,9 @@ router = APIRouter(prefix="/v1", tags=["completions"])
     responses=error_responses(404, 422, 429, 502, 503, 504),
 )
 async def create_completion(
-    body: RenderRequest, service: ServiceDep, request_id: RequestIdDep
+    body: RenderRequest, request: Request, service: ServiceDep, request_id: RequestIdDep
 ) -> CompletionEnvelope:
-    return await service.complete(body, request_id=request_id)
+    return await cancel_on_disconnect(request, service.complete(body, request_id=request_id))
 
 
 @router.post(

@@ -31,6 +31,8 @@ async def _genai_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, UpstreamRateLimited) and exc.retry_after is not None:
         headers = {"Retry-After": str(math.ceil(exc.retry_after))}
     body = {"type": exc.error_type, "message": exc.message, **exc.details()}
+    if exc.job_id is not None:
+        body["job_id"] = exc.job_id
     return error_response(request, exc.status_code, body, headers)
 
 

@@ -18,6 +18,12 @@ from app.routing.policy import KNOWN_PROVIDERS
 # A compatible server reached through a base URL often needs no key; the SDKs insist on one.
 _PLACEHOLDER_KEY = "not-needed"
 
+_SUPPORTED_PARAMS = {
+    "openai": OpenAIProvider.supported_params,
+    "anthropic": AnthropicProvider.supported_params,
+    "ollama": OllamaProvider.supported_params,
+}
+
 _HOW_TO_CONFIGURE = {
     "openai": "set OPENAI_API_KEY (or OPENAI_BASE_URL for an OpenAI-compatible server)",
     "anthropic": "set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL)",
@@ -65,6 +71,11 @@ class ProviderRegistry:
                 provider=name,
             )
         return provider
+
+    @staticmethod
+    def supported_params(name: str) -> frozenset[str]:
+        """What a provider accepts, known even when it is not configured (for dry runs)."""
+        return _SUPPORTED_PARAMS[name]
 
     def status(self) -> dict[str, bool]:
         return {name: name in self._providers for name in KNOWN_PROVIDERS}

@@ -1,0 +1,42 @@
+"""The audit trail over HTTP: a job's record, its replay, and drift across recent jobs."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query
+
+from app.api.deps import AuditorDep, ServiceDep
+from app.api.errors import error_responses
+from app.schemas import DriftReport, JobRecord, ReplayResult
+
+router = APIRouter(prefix="/v1", tags=["jobs"])
+
+
+@router.get(
+    "/jobs/{job_id}",
+    operation_id="getJob",
+    summary="The stored (redacted) audit record of one completion",
+    responses=error_responses(404),
+)
+async def get_job(job_id: str, service: ServiceDep) -> JobRecord:
+    return await service.audit.get(job_id)
+
+
+@router.post(
+    "/jobs/{job_id}/replay",
+    operation_id="replayJob",
+    summary="Rebuild the job's exact prompt and prove it against the stored hashes",
+    responses=error_responses(404, 409),
+)
+async def replay_job(job_id: str, auditor: AuditorDep) -> ReplayResult:
+    return await auditor.replay(job_id)
+
+
+@router.get(
+    "/drift",
+    operation_id="checkDrift",
+    summary="Sources (pattern files, templates) whose content changed since recent jobs used them",
+)
+async def check_drift(
+    auditor: AuditorDep, limit: int = Query(default=1000, ge=1, le=100_000)
+) -> DriftReport:
+    return await auditor.drift_report(limit=limit)

@@ -1,0 +1,80 @@
+"""Database templates through the same sandboxed engine: strict contract, blueprint, fallback."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from app.catalog.engine import apply_template, compile_template
+from app.errors import InvalidPattern, InvalidTemplate, VariableContractViolation
+from app.schemas import TemplateVersion
+from app.tracking import canonical_json, sha256_hex
+
+FALLBACK_TEMPLATE = "ROLE: {{ role }}\nINPUT: {{ input_json }}"
+FALLBACK_SHA256 = sha256_hex(FALLBACK_TEMPLATE.encode("utf-8"))
+FORMATTER_ROLE = "formatter"
+BLUEPRINT_SEPARATOR = "--- STRUCTURE BLUEPRINT INSTRUCTIONS ---"
+SCHEMA_HEADING = "SCHEMA JSON:"
+
+
+# Versions are immutable, so a compiled body can be cached by its text.
+_compiled = lru_cache(maxsize=1024)(compile_template)
+
+
+def template_checksum(text: str) -> str:
+    return sha256_hex(text.encode("utf-8"))
+
+
+def check_new_template(name: str, text: str, variables: Sequence[str]) -> None:
+    """Refuse a version whose body and declared variables disagree, before it is stored."""
+    problems = [
+        f"variable {v!r} is declared twice"
+        for v in sorted({v for v in variables if list(variables).count(v) > 1})
+    ]
+    try:
+        _, referenced = compile_template(name, text)
+    except InvalidPattern as exc:
+        raise InvalidTemplate(f"Template {name!r} is invalid", exc.problems) from None
+    problems += [
+        f"variable {v!r} is used but not declared" for v in sorted(referenced - set(variables))
+    ]
+    problems += [
+        f"variable {v!r} is declared but never used" for v in sorted(set(variables) - referenced)
+    ]
+    if problems:
+        raise InvalidTemplate(f"Template {name!r} is invalid", problems)
+
+
+def _blueprint(version: TemplateVersion) -> str:
+    """Extra structure for the formatter role only; other roles are never touched."""
+    if version.role != FORMATTER_ROLE:
+        return ""
+    parts = []
+    if version.blueprint_instructions and version.blueprint_instructions.strip():
+        parts.append(f"\n\n{BLUEPRINT_SEPARATOR}\n{version.blueprint_instructions.strip()}")
+    if version.blueprint_schema:
+        schema = json.dumps(version.blueprint_schema, sort_keys=True, indent=2, ensure_ascii=False)
+        parts.append(f"\n\n{SCHEMA_HEADING}\n{schema}")
+    return "".join(parts)
+
+
+def render_template_version(version: TemplateVersion, variables: Mapping[str, Any]) -> str:
+    """Strict contract: the supplied variables must be exactly the declared ones."""
+    declared = set(version.variables)
+    missing, unexpected = declared - variables.keys(), variables.keys() - declared
+    if missing or unexpected:
+        raise VariableContractViolation(
+            version.name, missing=sorted(missing), unexpected=sorted(unexpected)
+        )
+    template, referenced = _compiled(version.name, version.template)
+    return apply_template(version.name, template, referenced, variables) + _blueprint(version)
+
+
+def render_fallback(role: str, variables: Mapping[str, Any]) -> str:
+    """The prompt used when no template is active for a role: the role and the inputs as JSON."""
+    template, referenced = _compiled("fallback", FALLBACK_TEMPLATE)
+    return apply_template(
+        "fallback", template, referenced, {"role": role, "input_json": canonical_json(variables)}
+    )

@@ -1,0 +1,1 @@
+"""Durable state: tables, repositories, migrations; SQLite/PostgreSQL differences stay here."""

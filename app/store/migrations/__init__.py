@@ -1,0 +1,1 @@
+"""Alembic migrations, addressed as the package resource `app.store:migrations`."""

@@ -1,0 +1,110 @@
+"""The database tables: versioned prompt templates and the job audit record."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSONType, list[Any]: JSONType}
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class PromptTemplate(Base):
+    """One immutable version of a template; a change is a new row with the next version."""
+
+    __tablename__ = "prompt_templates"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(100))
+    version: Mapped[int] = mapped_column(Integer)
+    template: Mapped[str] = mapped_column(Text)
+    variables: Mapped[list[Any]] = mapped_column(JSONType)
+    active: Mapped[bool] = mapped_column(Boolean, default=False)
+    checksum: Mapped[str] = mapped_column(String(71))
+    blueprint_schema: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
+    blueprint_instructions: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    updated_at: Mapped[dt.datetime] = mapped_column(
+        DateTime(timezone=True), default=_now, onupdate=_now
+    )
+
+    __table_args__ = (
+        Index("uq_prompt_templates_version", "name", "role", "version", unique=True),
+        # The database itself guarantees at most one active variant per (name, role).
+        Index(
+            "uq_prompt_templates_one_active",
+            "name",
+            "role",
+            unique=True,
+            sqlite_where=text("active"),
+            postgresql_where=text("active"),
+        ),
+    )
+
+
+class Job(Base):
+    """The audit record of one completion: written pending before the call, completed after."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    request_id: Mapped[str | None] = mapped_column(String(128), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(
+        DateTime(timezone=True), default=_now, server_default=func.now(), index=True
+    )
+    completed_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    status: Mapped[str] = mapped_column(
+        String(16), index=True
+    )  # pending|completed|failed|cancelled
+    error_type: Mapped[str | None] = mapped_column(String(64))
+    error_message: Mapped[str | None] = mapped_column(Text)
+
+    source_kind: Mapped[str] = mapped_column(String(16))  # pattern | template | fallback
+    source_name: Mapped[str] = mapped_column(String(200))
+    source_base_path: Mapped[str] = mapped_column(String(500))
+    template_id: Mapped[int | None] = mapped_column(Integer)
+    template_role: Mapped[str | None] = mapped_column(String(100))
+    template_version: Mapped[int | None] = mapped_column(Integer)
+    template_sha256: Mapped[str] = mapped_column(String(71))
+
+    pattern_content_hash: Mapped[str] = mapped_column(String(71))
+    variables_hash: Mapped[str] = mapped_column(String(71))
+    user_prompt_hash: Mapped[str] = mapped_column(String(71))
+
+    provider: Mapped[str] = mapped_column(String(32))
+    model: Mapped[str] = mapped_column(String(200))
+    params: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    finish_reason: Mapped[str | None] = mapped_column(String(32))
+    input_tokens: Mapped[int | None] = mapped_column(Integer)
+    output_tokens: Mapped[int | None] = mapped_column(Integer)
+    latency_ms: Mapped[float | None] = mapped_column()
+    upstream_latency_ms: Mapped[float | None] = mapped_column()
+
+    prompt_redacted: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    response_redacted: Mapped[str | None] = mapped_column(Text)
+    redaction_map: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    snippet_ids: Mapped[list[Any]] = mapped_column(JSONType)
+    replay_inputs: Mapped[bytes | None] = mapped_column(LargeBinary)
