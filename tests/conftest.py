@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 
@@ -12,14 +15,57 @@ from tests.fakes.provider_server import FakeProviderServer, running_fake_provide
 from tests.support import serve_app, settings_for
 
 _ENV_PREFIXES = ("GENAI_", "OPENAI_", "ANTHROPIC_", "OLLAMA_")
+# The PostgreSQL server the suite runs against; each test gets a database of its own on it.
+POSTGRES_ADMIN_DSN = os.environ.get(
+    "GENAI_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
+)
 
 
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """A developer's own keys or overrides must never leak into a test."""
     for name in list(os.environ):
-        if name.startswith(_ENV_PREFIXES):
+        if name.startswith(_ENV_PREFIXES) and not name.startswith("GENAI_TEST_"):
             monkeypatch.delenv(name)
+
+
+async def _postgres_database() -> tuple[str, str]:
+    """Create an empty database; return (its SQLAlchemy URL, its name)."""
+    name = f"genai_test_{uuid.uuid4().hex[:12]}"
+    try:
+        admin = await asyncpg.connect(POSTGRES_ADMIN_DSN, timeout=5)
+    except (OSError, asyncpg.PostgresError) as exc:
+        message = f"PostgreSQL at {POSTGRES_ADMIN_DSN} is unreachable: {exc}"
+        if os.environ.get("CI"):
+            pytest.fail(message + " (CI must run the PostgreSQL suite, so this fails)")
+        pytest.skip(message)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    base = POSTGRES_ADMIN_DSN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://")
+    return f"{base}/{name}", name
+
+
+async def _drop_postgres_database(name: str) -> None:
+    admin = await asyncpg.connect(POSTGRES_ADMIN_DSN, timeout=5)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh, empty database on each backend the service supports."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'genai.db'}"
+        return
+    url, name = await _postgres_database()
+    try:
+        yield url
+    finally:
+        await _drop_postgres_database(name)
 
 
 @pytest.fixture(scope="session")

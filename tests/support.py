@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from fastapi import FastAPI
 
 from app.config import AnthropicSettings, OllamaSettings, OpenAISettings, Settings, UpstreamSettings
 from app.main import create_app
@@ -46,14 +47,20 @@ def settings_for(fake: FakeProviderServer | None, **overrides: Any) -> Settings:
 
 
 @contextlib.asynccontextmanager
-async def serve_app(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """The real app, lifespan included, reached through an ASGI transport."""
+async def running_app(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """The real app, lifespan included, and a client reaching it through an ASGI transport."""
     app = create_app(settings)
     try:
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://gateway.test") as http:
-                yield http
+                yield app, http
     finally:
         if settings.data_dir.name.startswith("genai-test-"):
             shutil.rmtree(settings.data_dir, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def serve_app(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    async with running_app(settings) as (_, http):
+        yield http

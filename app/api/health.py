@@ -29,6 +29,7 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
     providers = runtime.service.providers.status()
     try:
         schema_current: bool | None = await runtime.database.schema_is_current()
+        await runtime.auditor.jobs.ping()
         reachable = True
     except (SQLAlchemyError, OSError):
         schema_current, reachable = None, False

@@ -32,6 +32,11 @@ class JobRepository:
         async with self._sessions.begin() as session:
             await session.execute(update(Job), changes)
 
+    async def ping(self) -> None:
+        """Touch the table records are written to; raises when it cannot be read."""
+        async with self._sessions() as session:
+            await session.execute(select(Job.id).limit(0))
+
     async def get(self, job_id: str) -> Job | None:
         async with self._sessions() as session:
             return await session.get(Job, job_id)

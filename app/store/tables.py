@@ -14,6 +14,7 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Text,
+    TypeDecorator,
     func,
     text,
 )
@@ -31,6 +32,24 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """A timezone-aware UTC timestamp on every backend: SQLite stores no offset, so values are
+    written as UTC and read back with UTC attached (PostgreSQL keeps the offset itself)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Any) -> dt.datetime | None:
+        if value is not None and value.tzinfo is not None:
+            return value.astimezone(dt.UTC)
+        return value
+
+    def process_result_value(self, value: dt.datetime | None, dialect: Any) -> dt.datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=dt.UTC)
+        return value
+
+
 class PromptTemplate(Base):
     """One immutable version of a template; a change is a new row with the next version."""
 
@@ -46,9 +65,9 @@ class PromptTemplate(Base):
     checksum: Mapped[str] = mapped_column(String(71))
     blueprint_schema: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
     blueprint_instructions: Mapped[str | None] = mapped_column(Text, nullable=True)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now)
     updated_at: Mapped[dt.datetime] = mapped_column(
-        DateTime(timezone=True), default=_now, onupdate=_now
+        UTCDateTime(), default=_now, onupdate=_now
     )
 
     __table_args__ = (
@@ -73,9 +92,9 @@ class Job(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     request_id: Mapped[str | None] = mapped_column(String(128), index=True)
     created_at: Mapped[dt.datetime] = mapped_column(
-        DateTime(timezone=True), default=_now, server_default=func.now(), index=True
+        UTCDateTime(), default=_now, server_default=func.now(), index=True
     )
-    completed_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    completed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
     status: Mapped[str] = mapped_column(
         String(16), index=True
     )  # pending|completed|failed|cancelled
