@@ -31,8 +31,11 @@ def settings_for(fake: FakeProviderServer | None, **overrides: Any) -> Settings:
         "default_model": "openai/gpt-4o-mini",
         "log_json": True,
         "upstream": UpstreamSettings(
-            timeout_seconds=2.0, max_retries=2, backoff_initial_seconds=0.01,
-            backoff_max_seconds=0.02, max_retry_after_seconds=1.0,
+            timeout_seconds=2.0,
+            max_retries=2,
+            backoff_initial_seconds=0.01,
+            backoff_max_seconds=0.02,
+            max_retry_after_seconds=1.0,
         ),
         "openai": OpenAISettings(
             api_key=OPENAI_KEY if fake else None, base_url=f"{fake.base_url}/v1" if fake else None
@@ -53,7 +56,9 @@ async def running_app(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.
     try:
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://gateway.test") as http:
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://gateway.test"
+            ) as http:
                 yield app, http
     finally:
         if settings.data_dir.name.startswith("genai-test-"):

@@ -11,13 +11,20 @@ from app.tracking import user_prompt_hash, variables_hash
 from tests.fakes.provider_server import FakeProviderServer, Reply
 from tests.support import ANTHROPIC_KEY, OPENAI_KEY, serve_app, settings_for
 
-SUMMARIZE = {"pattern_key": "summarize", "variables": {"max_words": 40}, "user_prompt": "Long text."}
+SUMMARIZE = {
+    "pattern_key": "summarize",
+    "variables": {"max_words": 40},
+    "user_prompt": "Long text.",
+}
 
 
 @pytest.mark.parametrize(
     ("model", "provider"),
-    [("openai/gpt-4o-mini", "openai"), ("anthropic/claude-sonnet-4-6", "anthropic"),
-     ("ollama/llama3.2", "ollama")],
+    [
+        ("openai/gpt-4o-mini", "openai"),
+        ("anthropic/claude-sonnet-4-6", "anthropic"),
+        ("ollama/llama3.2", "ollama"),
+    ],
 )
 async def test_completion_envelope_holds_exactly_what_was_sent_upstream(
     client: httpx.AsyncClient, fake: FakeProviderServer, model: str, provider: str
@@ -65,8 +72,12 @@ async def test_pattern_params_reach_each_provider_under_its_own_names(
     # Anthropic's Messages API takes no temperature or seed: they are dropped, and the
     # envelope reports only what was sent.
     assert "seed" not in anthropic_body and "temperature" not in anthropic_body
-    assert ollama_body["options"] == {"temperature": 0.9, "num_predict": 800, "stop": ["END"],
-                                      "seed": 7}
+    assert ollama_body["options"] == {
+        "temperature": 0.9,
+        "num_predict": 800,
+        "stop": ["END"],
+        "seed": 7,
+    }
     assert ollama_body["stream"] is False
 
 
@@ -74,9 +85,14 @@ async def test_anthropic_always_gets_max_tokens_even_when_nothing_sets_it(
     fake: FakeProviderServer,
 ) -> None:
     async with serve_app(settings_for(fake, default_max_tokens=333)) as http:
-        resp = await http.post("/v1/completions", json={
-            "pattern_key": "answer_from_context", "variables": {"context": "Sky is blue."},
-            "user_prompt": "What colour is the sky?"})
+        resp = await http.post(
+            "/v1/completions",
+            json={
+                "pattern_key": "answer_from_context",
+                "variables": {"context": "Sky is blue."},
+                "user_prompt": "What colour is the sky?",
+            },
+        )
     assert resp.status_code == 200, resp.text
     [sent] = fake.calls("anthropic")  # the pattern's model_hint picked Anthropic
     assert sent.body["model"] == "claude-sonnet-4-6"
@@ -119,8 +135,10 @@ async def test_unknown_pattern_is_404_pattern_not_found(client: httpx.AsyncClien
 async def test_missing_variables_are_422_with_every_name(
     client: httpx.AsyncClient, fake: FakeProviderServer
 ) -> None:
-    resp = await client.post("/v1/completions", json={
-        "pattern_key": "answer_from_context", "variables": {}, "user_prompt": "q"})
+    resp = await client.post(
+        "/v1/completions",
+        json={"pattern_key": "answer_from_context", "variables": {}, "user_prompt": "q"},
+    )
     assert resp.status_code == 422
     error = resp.json()["error"]
     assert error["type"] == "missing_variables"
@@ -137,7 +155,9 @@ async def test_missing_variables_are_422_with_every_name(
         {"pattern_key": "summarize", "user_prompt": 5},
     ],
 )
-async def test_invalid_request_is_422_invalid_request(client: httpx.AsyncClient, body: dict) -> None:
+async def test_invalid_request_is_422_invalid_request(
+    client: httpx.AsyncClient, body: dict
+) -> None:
     resp = await client.post("/v1/completions", json=body)
     assert resp.status_code == 422
     error = resp.json()["error"]
@@ -146,8 +166,9 @@ async def test_invalid_request_is_422_invalid_request(client: httpx.AsyncClient,
 
 
 async def test_malformed_json_is_422_invalid_request(client: httpx.AsyncClient) -> None:
-    resp = await client.post("/v1/completions", content=b"{not json",
-                             headers={"content-type": "application/json"})
+    resp = await client.post(
+        "/v1/completions", content=b"{not json", headers={"content-type": "application/json"}
+    )
     assert resp.status_code == 422
     assert resp.json()["error"]["type"] == "invalid_request"
 
@@ -255,9 +276,14 @@ async def test_connection_failure_is_502_upstream_error(fake: FakeProviderServer
     assert error["type"] == "upstream_error" and "OLLAMA_HOST" in error["message"]
 
 
-@pytest.mark.parametrize(("status", "error_type", "code"),
-                         [(401, "upstream_auth_failed", 502), (400, "upstream_rejected", 422),
-                          (404, "upstream_rejected", 422)])
+@pytest.mark.parametrize(
+    ("status", "error_type", "code"),
+    [
+        (401, "upstream_auth_failed", 502),
+        (400, "upstream_rejected", 422),
+        (404, "upstream_rejected", 422),
+    ],
+)
 async def test_upstream_client_errors_are_not_retried(
     client: httpx.AsyncClient, fake: FakeProviderServer, status: int, error_type: str, code: int
 ) -> None:
@@ -310,8 +336,11 @@ async def test_one_canonical_log_line_per_request_without_secrets(
     client: httpx.AsyncClient,
 ) -> None:
     with capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
-        resp = await client.post("/v1/completions", json={**SUMMARIZE, "model": "anthropic/m"},
-                                 headers={"authorization": f"Bearer {ANTHROPIC_KEY}"})
+        resp = await client.post(
+            "/v1/completions",
+            json={**SUMMARIZE, "model": "anthropic/m"},
+            headers={"authorization": f"Bearer {ANTHROPIC_KEY}"},
+        )
     lines = [entry for entry in logs if entry["event"] == "request"]
     assert len(lines) == 1
     line = lines[0]
@@ -344,10 +373,22 @@ async def test_unknown_route_uses_the_error_shape(client: httpx.AsyncClient) -> 
 async def test_openapi_has_stable_operation_ids_and_examples(client: httpx.AsyncClient) -> None:
     spec = (await client.get("/openapi.json")).json()
     ids = {op["operationId"] for path in spec["paths"].values() for op in path.values()}
-    assert ids == {"createCompletion", "renderPrompt", "listPatterns", "getPattern", "healthz",
-                   "readyz", "metrics", "createTemplateVersion", "listTemplateVersions",
-                   "getTemplateVersion", "activateTemplateVersion", "getJob", "replayJob",
-                   "checkDrift"}
+    assert ids == {
+        "createCompletion",
+        "renderPrompt",
+        "listPatterns",
+        "getPattern",
+        "healthz",
+        "readyz",
+        "metrics",
+        "createTemplateVersion",
+        "listTemplateVersions",
+        "getTemplateVersion",
+        "activateTemplateVersion",
+        "getJob",
+        "replayJob",
+        "checkDrift",
+    }
     assert spec["components"]["schemas"]["RenderRequest"]["examples"]
     completion = spec["paths"]["/v1/completions"]["post"]
     assert {"404", "422", "429", "502", "503", "504"} <= set(completion["responses"])

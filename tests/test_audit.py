@@ -46,11 +46,20 @@ def pattern_root(tmp_path: Path) -> Path:
     return root
 
 
-def audit_settings(fake: FakeProviderServer, database_url: str, pattern_root: Path,
-                   tmp_path: Path, **overrides: Any) -> Any:
+def audit_settings(
+    fake: FakeProviderServer,
+    database_url: str,
+    pattern_root: Path,
+    tmp_path: Path,
+    **overrides: Any,
+) -> Any:
     return settings_for(
-        fake, database_url=database_url, database_auto_migrate=True,
-        pattern_dir=[pattern_root], data_dir=tmp_path / "data", **overrides,
+        fake,
+        database_url=database_url,
+        database_auto_migrate=True,
+        pattern_dir=[pattern_root],
+        data_dir=tmp_path / "data",
+        **overrides,
     )
 
 
@@ -72,8 +81,11 @@ async def test_every_completion_leaves_exactly_one_completed_record(
     fake: FakeProviderServer, database_url: str, pattern_root: Path, tmp_path: Path
 ) -> None:
     async with serve_app(audit_settings(fake, database_url, pattern_root, tmp_path)) as http:
-        resp = await http.post("/v1/completions", json={**NOTE_REQUEST, "model": "ollama/m"},
-                               headers={"x-request-id": "req-audit-1"})
+        resp = await http.post(
+            "/v1/completions",
+            json={**NOTE_REQUEST, "model": "ollama/m"},
+            headers={"x-request-id": "req-audit-1"},
+        )
         assert resp.status_code == 200, resp.text
         envelope = resp.json()
         record = (await http.get(f"/v1/jobs/{envelope['job_id']}")).json()
@@ -97,13 +109,20 @@ async def test_every_completion_leaves_exactly_one_completed_record(
 
 @pytest.mark.parametrize(
     ("replies", "error_type", "status"),
-    [([Reply.error(500)] * 3, "upstream_error", 502),
-     ([Reply.error(401)], "upstream_auth_failed", 502),
-     ([Reply.delay(3.0)], "upstream_timeout", 504)],
+    [
+        ([Reply.error(500)] * 3, "upstream_error", 502),
+        ([Reply.error(401)], "upstream_auth_failed", 502),
+        ([Reply.delay(3.0)], "upstream_timeout", 504),
+    ],
 )
 async def test_a_failed_provider_call_leaves_a_failed_record_named_in_the_error(
-    fake: FakeProviderServer, database_url: str, pattern_root: Path, tmp_path: Path,
-    replies: list[Reply], error_type: str, status: int,
+    fake: FakeProviderServer,
+    database_url: str,
+    pattern_root: Path,
+    tmp_path: Path,
+    replies: list[Reply],
+    error_type: str,
+    status: int,
 ) -> None:
     fake.script("openai", *replies)
     settings = audit_settings(fake, database_url, pattern_root, tmp_path)
@@ -150,12 +169,22 @@ async def test_a_client_that_disconnects_leaves_a_cancelled_record(
         inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         inbox.put_nowait({"type": "http.request", "body": body, "more_body": False})
         scope = {
-            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-            "scheme": "http", "path": "/v1/completions", "raw_path": b"/v1/completions",
-            "query_string": b"", "root_path": "", "client": ("127.0.0.1", 5000),
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/v1/completions",
+            "raw_path": b"/v1/completions",
+            "query_string": b"",
+            "root_path": "",
+            "client": ("127.0.0.1", 5000),
             "server": ("gateway.test", 80),
-            "headers": [(b"host", b"gateway.test"), (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode())],
+            "headers": [
+                (b"host", b"gateway.test"),
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
         }
         sent: list[dict[str, Any]] = []
 
@@ -180,8 +209,9 @@ async def test_a_clean_stop_writes_every_queued_completion(
     fake: FakeProviderServer, database_url: str, pattern_root: Path, tmp_path: Path
 ) -> None:
     # Completions would wait an hour for the next batch; only the shutdown drain writes them.
-    settings = audit_settings(fake, database_url, pattern_root, tmp_path,
-                              audit=AuditSettings(flush_seconds=3600))
+    settings = audit_settings(
+        fake, database_url, pattern_root, tmp_path, audit=AuditSettings(flush_seconds=3600)
+    )
     async with serve_app(settings) as http:
         for _ in range(5):
             assert (await http.post("/v1/completions", json=NOTE_REQUEST)).status_code == 200
@@ -194,8 +224,12 @@ async def test_a_clean_stop_writes_every_queued_completion(
 async def test_no_personal_data_reaches_any_stored_column(
     fake: FakeProviderServer, database_url: str, pattern_root: Path, tmp_path: Path
 ) -> None:
-    request = {"pattern_key": "note", "variables": {"owner": PII["email"]},
-               "user_prompt": PII_PROMPT, "model": "anthropic/m"}
+    request = {
+        "pattern_key": "note",
+        "variables": {"owner": PII["email"]},
+        "user_prompt": PII_PROMPT,
+        "model": "anthropic/m",
+    }
     async with serve_app(audit_settings(fake, database_url, pattern_root, tmp_path)) as http:
         envelope = (await http.post("/v1/completions", json=request)).json()
         record = (await http.get(f"/v1/jobs/{envelope['job_id']}")).json()
@@ -211,8 +245,12 @@ async def test_no_personal_data_reaches_any_stored_column(
     categories = set(record["redaction_map"].values())
     assert {"EMAIL", "PHONE", "CARD_NUMBER", "IBAN", "SIMPLE_NAME"} <= categories
     for token in record["redaction_map"]:
-        assert token in record["prompt_redacted"]["messages"][0]["content"] + \
-            record["prompt_redacted"]["system"] + record["response_redacted"]
+        assert (
+            token
+            in record["prompt_redacted"]["messages"][0]["content"]
+            + record["prompt_redacted"]["system"]
+            + record["response_redacted"]
+        )
 
 
 async def test_the_audit_store_being_down_stops_the_call_with_503(
@@ -240,10 +278,16 @@ async def test_replay_rebuilds_the_prompt_and_every_hash_matches(
         replay = (await http.post(f"/v1/jobs/{envelope['job_id']}/replay")).json()
     assert replay["reproduced"] is True and replay["differing"] == []
     assert replay["prompt"] == envelope["prompt"]
-    assert replay["hashes"]["user_prompt_hash"]["recomputed"] == \
-        envelope["provenance"]["user_prompt_hash"]
-    assert set(replay["hashes"]) == {"pattern_content_hash", "variables_hash",
-                                     "user_prompt_hash", "prompt_redacted"}
+    assert (
+        replay["hashes"]["user_prompt_hash"]["recomputed"]
+        == envelope["provenance"]["user_prompt_hash"]
+    )
+    assert set(replay["hashes"]) == {
+        "pattern_content_hash",
+        "variables_hash",
+        "user_prompt_hash",
+        "prompt_redacted",
+    }
 
 
 async def test_a_silent_pattern_edit_is_drift_and_replay_says_which_hash_differs(
@@ -258,7 +302,11 @@ async def test_a_silent_pattern_edit_is_drift_and_replay_says_which_hash_differs
         metrics = (await http.get("/metrics")).text
     assert clean == {"checked_sources": 1, "drifted": []}
     [finding] = drift["drifted"]
-    assert (finding["source_kind"], finding["source_name"], finding["jobs"]) == ("pattern", "note", 1)
+    assert (finding["source_kind"], finding["source_name"], finding["jobs"]) == (
+        "pattern",
+        "note",
+        1,
+    )
     assert finding["recorded_sha256"] == envelope["provenance"]["pattern_content_hash"]
     assert finding["current_sha256"] != finding["recorded_sha256"]
     assert replay["reproduced"] is False
@@ -270,12 +318,21 @@ async def test_a_silent_database_edit_of_a_template_is_drift(
     fake: FakeProviderServer, database_url: str, pattern_root: Path, tmp_path: Path
 ) -> None:
     async with serve_app(audit_settings(fake, database_url, pattern_root, tmp_path)) as http:
-        created = await http.post("/v1/templates", json={
-            "name": "greeter", "role": "writer", "template": "Greet {{ who }}.",
-            "variables": ["who"]})
+        created = await http.post(
+            "/v1/templates",
+            json={
+                "name": "greeter",
+                "role": "writer",
+                "template": "Greet {{ who }}.",
+                "variables": ["who"],
+            },
+        )
         assert created.status_code == 201, created.text
-        request = {"template": {"name": "greeter", "role": "writer"},
-                   "variables": {"who": "Ana"}, "user_prompt": "hi"}
+        request = {
+            "template": {"name": "greeter", "role": "writer"},
+            "variables": {"who": "Ana"},
+            "user_prompt": "hi",
+        }
         envelope = (await http.post("/v1/completions", json=request)).json()
         assert (await http.get("/v1/drift")).json()["drifted"] == []
         engine = create_async_engine(database_url)
@@ -294,8 +351,9 @@ async def test_a_silent_database_edit_of_a_template_is_drift(
 async def test_without_kept_inputs_replay_is_a_clear_409_and_nothing_is_stored(
     fake: FakeProviderServer, database_url: str, pattern_root: Path, tmp_path: Path
 ) -> None:
-    settings = audit_settings(fake, database_url, pattern_root, tmp_path,
-                              audit=AuditSettings(store_replay_inputs=False))
+    settings = audit_settings(
+        fake, database_url, pattern_root, tmp_path, audit=AuditSettings(store_replay_inputs=False)
+    )
     async with serve_app(settings) as http:
         envelope = (await http.post("/v1/completions", json=NOTE_REQUEST)).json()
         resp = await http.post(f"/v1/jobs/{envelope['job_id']}/replay")
