@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Annotated, Any
 
 import typer
 
 from app.catalog import PatternsAdapter
-from app.cli_store import db_cli, fail, templates_cli
+from app.cli_store import db_cli, fail, migrate_database, templates_cli
 from app.config import Settings, get_settings
 from app.errors import GenAIError
 from app.logging import configure_logging
@@ -55,6 +56,11 @@ def serve(
     """Start the HTTP service (uvicorn)."""
     import uvicorn
 
+    settings = get_settings()
+    if settings.auto_migrate and workers > 1:
+        # Migrate once here, not racing in every worker; workers inherit the environment.
+        migrate_database(settings.resolved_database_url)
+        os.environ["GENAI_DATABASE_AUTO_MIGRATE"] = "false"
     uvicorn.run(
         "app.main:create_app",
         factory=True,

@@ -28,20 +28,24 @@ def fail(exc: GenAIError) -> NoReturn:
     raise typer.Exit(code=1)
 
 
-@db_cli.command("upgrade")
-def db_upgrade() -> None:
-    """Apply every pending migration to GENAI_DATABASE_URL."""
-    settings = get_settings()
+def migrate_database(url: str) -> str:
+    """Apply every pending migration; return the URL without its password."""
 
     async def main() -> str:
-        database = Database(settings.resolved_database_url)
+        database = Database(url)
         try:
             await database.migrate()
         finally:
             await database.aclose()
         return database.safe_url
 
-    typer.echo(f"migrated {asyncio.run(main())}")
+    return asyncio.run(main())
+
+
+@db_cli.command("upgrade")
+def db_upgrade() -> None:
+    """Apply every pending migration to GENAI_DATABASE_URL."""
+    typer.echo(f"migrated {migrate_database(get_settings().resolved_database_url)}")
 
 
 @db_cli.command("new-key")

@@ -66,9 +66,7 @@ class PromptTemplate(Base):
     blueprint_schema: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
     blueprint_instructions: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now)
-    updated_at: Mapped[dt.datetime] = mapped_column(
-        UTCDateTime(), default=_now, onupdate=_now
-    )
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now, onupdate=_now)
 
     __table_args__ = (
         Index("uq_prompt_templates_version", "name", "role", "version", unique=True),

@@ -1,0 +1,1 @@
+"""Benchmarks: they report figures and never assert timings (see bench/README.md)."""

@@ -1,0 +1,313 @@
+"""The audit trail's cost on the request path, on SQLite and PostgreSQL.
+
+(a) `AuditTrail.start`: redaction + sealing of the replay inputs + the pending INSERT, per job
+    (p50/p95/p99 ms, the INSERT timed separately inside the same call);
+(b) completing records: `AuditWriter` batches (submit N, then `flush()`) versus one UPDATE
+    transaction per record (`JobRepository.apply([change])` N times), in records/s.
+
+    .venv/bin/python -m bench.audit_writes [--n 2000] [--backend sqlite|postgres|both]
+
+Figures are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.audit.trail import AuditTrail, OpenJob, redact_prompt
+from app.catalog import PatternsAdapter
+from app.catalog.source import RenderedSource
+from app.config import DEFAULT_SELECTION_ORDER, AuditSettings
+from app.prompts.redaction import Redactor
+from app.providers import ProviderReply, ProviderRegistry
+from app.routing.policy import ModelSelectionPolicy
+from app.schemas import (
+    Message,
+    ModelChoice,
+    ModelParams,
+    Provenance,
+    RenderedPrompt,
+    RenderRequest,
+    Usage,
+)
+from app.store.db import Database
+from app.store.jobs import AuditWriter, JobRepository
+from app.store.secrets import KEY_BYTES, ReplayVault
+from app.store.tables import Job
+from app.tracking import build_provenance
+from bench._common import (
+    MODEL,
+    PATTERN,
+    POSTGRES_ADMIN_DSN,
+    REPO_ROOT,
+    USER_PROMPT,
+    VARIABLES,
+    job_counts,
+    percentiles_ms,
+    quiet_logs,
+    scratch_postgres,
+)
+
+WARMUP = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    source: RenderedSource
+    choice: ModelChoice
+    params: ModelParams
+    prompt: RenderedPrompt
+    provenance: Provenance
+    user_prompt: str
+
+
+class Inputs:
+    """Builds what `AuditTrail.start` receives exactly as `GenAIService._prepare` does."""
+
+    def __init__(self) -> None:
+        self.patterns = PatternsAdapter(roots=[REPO_ROOT / "patterns"], defaults={})
+        self.policy = ModelSelectionPolicy(
+            order=DEFAULT_SELECTION_ORDER, default_model="openai/gpt-4o-mini"
+        )
+        self.defaults = ModelParams(max_tokens=1024)
+
+    def prepare(self, i: int) -> Prepared:
+        # A per-job reference keeps fingerprints distinct, as real traffic would.
+        request = RenderRequest(
+            pattern_key=PATTERN,
+            variables=VARIABLES,
+            user_prompt=f"{USER_PROMPT} Ref {i:06d}.",
+            model=MODEL,
+        )
+        assert request.pattern_key is not None
+        rendered = self.patterns.apply_template(request.pattern_key, request.variables)
+        pattern = rendered.pattern
+        source = RenderedSource(
+            kind="pattern",
+            name=pattern.name,
+            base_path=pattern.base_path,
+            content_hash=pattern.content_hash,
+            system=rendered.system,
+            variables=rendered.variables,
+            model_hint=pattern.meta.model_hint,
+            params=pattern.meta.params,
+        )
+        choice = self.policy.choose_model(request.model, source.model_hint)
+        prompt = RenderedPrompt(
+            system=source.system, messages=[Message(role="user", content=request.user_prompt)]
+        )
+        params = (
+            self.defaults.overlay(source.params)
+            .overlay(request.params)
+            .only(ProviderRegistry.supported_params(choice.provider))
+        )
+        provenance = build_provenance(
+            pattern_name=source.provenance_name,
+            pattern_base_path=source.base_path,
+            pattern_content_hash=source.content_hash,
+            variables=source.variables,
+            user_prompt=request.user_prompt,
+            provider=choice.provider,
+            model=choice.name,
+        )
+        return Prepared(source, choice, params, prompt, provenance, request.user_prompt)
+
+
+class TimedJobs(JobRepository):
+    """The real repository, with the pending INSERT's wall time noted per call."""
+
+    insert_seconds: list[float]
+
+    async def insert(self, job: Job) -> None:
+        started = time.perf_counter()
+        await super().insert(job)
+        self.insert_seconds.append(time.perf_counter() - started)
+
+
+class CollectingWriter(AuditWriter):
+    """Keeps what `AuditTrail.completed` submits, so both write paths get identical changes."""
+
+    collected: list[dict[str, Any]]
+
+    def submit(self, job_id: str, change: dict[str, Any]) -> None:
+        self.collected.append({"id": job_id, **change})
+
+
+async def start_job(trail: AuditTrail, p: Prepared) -> OpenJob:
+    return await trail.start(
+        request_id=None,
+        source=p.source,
+        choice=p.choice,
+        params=p.params,
+        prompt=p.prompt,
+        provenance=p.provenance,
+        user_prompt=p.user_prompt,
+    )
+
+
+def reply_for(p: Prepared) -> ProviderReply:
+    """What the loopback fake answers: an echo of the user message."""
+    return ProviderReply(
+        text="echo: " + p.user_prompt,
+        finish_reason="stop",
+        usage=Usage(input_tokens=412, output_tokens=131, total_tokens=543),
+    )
+
+
+async def run_backend(label: str, url: str, n: int, batch_size: int) -> dict[str, Any]:
+    database = Database(url)
+    await database.migrate()
+    jobs = TimedJobs(database.sessions)
+    jobs.insert_seconds = []
+    audit = AuditSettings()
+    writer = AuditWriter(jobs, flush_seconds=audit.flush_seconds, batch_size=batch_size)
+    collector = CollectingWriter(jobs, flush_seconds=audit.flush_seconds, batch_size=batch_size)
+    collector.collected = []
+    redactor = Redactor(os.urandom(KEY_BYTES))
+    vault = ReplayVault(os.urandom(KEY_BYTES))
+    trail = AuditTrail(jobs=jobs, writer=collector, redactor=redactor, vault=vault)
+    inputs = Inputs()
+    try:
+        # Warm the pool, statement caches and regex engine; these jobs are not counted.
+        for i in range(WARMUP):
+            await start_job(trail, inputs.prepare(-1 - i))
+        jobs.insert_seconds.clear()
+
+        # (a) start(): the whole call, and the INSERT transaction inside it.
+        total: list[float] = []
+        opened: list[tuple[OpenJob, Prepared]] = []
+        for i in range(n):
+            p = inputs.prepare(i)
+            started = time.perf_counter()
+            job = await start_job(trail, p)
+            total.append(time.perf_counter() - started)
+            opened.append((job, p))
+        inserts = list(jobs.insert_seconds)
+        rest = [t - s for t, s in zip(total, inserts, strict=True)]
+
+        # The CPU parts alone, on the same inputs: redaction, then AES-GCM sealing.
+        redaction, sealing = [], []
+        for job, p in opened:
+            started = time.perf_counter()
+            redact_prompt(redactor, p.prompt)
+            redaction.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            vault.seal(job.id, {"variables": p.source.variables, "user_prompt": p.user_prompt})
+            sealing.append(time.perf_counter() - started)
+
+        # Completions as the service builds them (response redaction + enqueue), timed.
+        completing = []
+        for job, p in opened:
+            started = time.perf_counter()
+            trail.completed(job, reply_for(p), latency_ms=3.2, upstream_ms=1.1)
+            completing.append(time.perf_counter() - started)
+        batched_changes = list(collector.collected)
+
+        # A second set of N pending jobs for the one-transaction-per-record path.
+        collector.collected.clear()
+        for i in range(n):
+            p = inputs.prepare(n + i)
+            job = await start_job(trail, p)
+            trail.completed(job, reply_for(p), latency_ms=3.2, upstream_ms=1.1)
+        single_changes = list(collector.collected)
+
+        # (b1) AuditWriter: submit all, then flush in batches of `batch_size`.
+        started = time.perf_counter()
+        for change in batched_changes:
+            writer.submit(change["id"], change)
+        await writer.flush()
+        batched_s = time.perf_counter() - started
+
+        # (b2) One UPDATE transaction per record.
+        started = time.perf_counter()
+        for change in single_changes:
+            await jobs.apply([change])
+        single_s = time.perf_counter() - started
+    finally:
+        await database.aclose()
+    counts = await job_counts(url)
+    return {
+        "backend": label,
+        "n": n,
+        "batch_size": batch_size,
+        "start": percentiles_ms(total),
+        "start_insert": percentiles_ms(inserts),
+        "start_cpu": percentiles_ms(rest),
+        "redaction": percentiles_ms(redaction),
+        "sealing": percentiles_ms(sealing),
+        "completed_call": percentiles_ms(completing),
+        "batched_rps": n / batched_s,
+        "single_rps": n / single_s,
+        "counts": counts,
+    }
+
+
+def report(results: list[dict[str, Any]]) -> None:
+    print(
+        f"\nAuditTrail.start, per job (ms) — Python {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs"
+    )
+    print("| backend | part | p50 | p95 | p99 |")
+    print("|---|---|---:|---:|---:|")
+    parts = (
+        ("start", "start() total"),
+        ("start_insert", "  pending INSERT transaction"),
+        ("start_cpu", "  redaction + sealing + record"),
+        ("redaction", "  (redaction alone)"),
+        ("sealing", "  (sealing alone)"),
+        ("completed_call", "completed(): response redaction + enqueue"),
+    )
+    for r in results:
+        for key, name in parts:
+            q = r[key]
+            print(f"| {r['backend']} | {name} | {q['p50']:.3f} | {q['p95']:.3f} | {q['p99']:.3f} |")
+    print("\nCompleting records (records/s)")
+    print("| backend | N | AuditWriter batches | one UPDATE tx per record | ratio |")
+    print("|---|---:|---:|---:|---:|")
+    for r in results:
+        print(
+            f"| {r['backend']} | {r['n']} | {r['batched_rps']:,.0f} (batch {r['batch_size']}) "
+            f"| {r['single_rps']:,.0f} | {r['batched_rps'] / r['single_rps']:.1f}x |"
+        )
+    for r in results:
+        print(f"{r['backend']}: rows by status after the run: {r['counts']}")
+
+
+async def main(args: argparse.Namespace) -> None:
+    quiet_logs()
+    results = []
+    if args.backend in ("sqlite", "both"):
+        with tempfile.TemporaryDirectory(prefix="genai-bench-") as tmp:
+            url = f"sqlite+aiosqlite:///{Path(tmp) / 'genai.db'}"
+            results.append(await run_backend("SQLite", url, args.n, args.batch_size))
+    if args.backend in ("postgres", "both"):
+        async with scratch_postgres(args.postgres_dsn) as url:
+            results.append(await run_backend("PostgreSQL", url, args.n, args.batch_size))
+    report(results)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=2000, help="jobs per measurement")
+    parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
+    parser.add_argument(
+        "--batch-size", type=int, default=AuditSettings().batch_size, help="AuditWriter batch"
+    )
+    parser.add_argument(
+        "--postgres-dsn",
+        default=POSTGRES_ADMIN_DSN,
+        help="admin DSN; a scratch database is created beside it and dropped",
+    )
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(parse_args()))
