@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from app.catalog import PatternsAdapter
+from app.cli_snippets import snippets_cli
 from app.cli_store import db_cli, fail, migrate_database, templates_cli
 from app.config import Settings, get_settings
 from app.errors import GenAIError
@@ -24,6 +25,7 @@ patterns_cli = typer.Typer(help="Inspect and lint the pattern catalog.", no_args
 cli.add_typer(patterns_cli, name="patterns")
 cli.add_typer(db_cli, name="db")
 cli.add_typer(templates_cli, name="templates")
+cli.add_typer(snippets_cli, name="snippets")
 
 
 @cli.callback()

@@ -78,6 +78,20 @@ class Settings(BaseSettings):
         default_factory=lambda: list(DEFAULT_SELECTION_ORDER)
     )
     default_max_tokens: int = Field(default=1024, ge=1)
+    capabilities_file: Path | None = Field(
+        default=None, description="Extra capability data layered over the shipped file."
+    )
+    capable_fallback_models: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated provider/model list tried, in order, when the chosen model "
+        "lacks a needed capability. Empty: such a request is refused with 422.",
+    )
+    task_instructions: dict[str, str] = Field(
+        default_factory=dict, description="Per-task (pattern name) user instructions, as JSON."
+    )
+    structured_max_attempts: int = Field(
+        default=3, ge=1, le=10, description="Attempts (first answer + repairs) for output_schema."
+    )
 
     upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
     openai: OpenAISettings = Field(default_factory=OpenAISettings)
@@ -123,7 +137,7 @@ class Settings(BaseSettings):
             return [Path(part) for part in str(value).split(os.pathsep) if part]
         return value
 
-    @field_validator("model_selection_order", mode="before")
+    @field_validator("model_selection_order", "capable_fallback_models", mode="before")
     @classmethod
     def _split_order(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -13,7 +13,12 @@
     │   ├── VariableContractViolation  422 variable_contract_violation (missing or extra keys)
     │   ├── TemplateConflict           409 template_conflict    (a concurrent change won)
     │   ├── JobNotFound                404 job_not_found
-    │   └── ReplayUnavailable          409 replay_unavailable   (inputs not kept, or unreadable)
+    │   ├── ReplayUnavailable          409 replay_unavailable   (inputs not kept, or unreadable)
+    │   ├── SnippetNotFound            404 snippet_not_found
+    │   ├── SnippetExists              409 snippet_exists
+    │   ├── MissingSnippets            422 missing_snippets     (labels the pattern expects)
+    │   ├── InvalidSnippetLabels       422 invalid_snippet_labels (labels must be UPPER_SNAKE)
+    │   └── CapabilityMissing          422 capability_missing   (the model cannot do what is asked)
     ├── StoreUnavailable               503 store_unavailable    (no audit record can be written)
     └── ProviderError                  carries provider, upstream status and request id
         ├── ProviderUnavailable        503 provider_unavailable (no API key configured)
@@ -21,7 +26,8 @@
         ├── UpstreamRejected           422 upstream_rejected    (upstream 400/404/422)
         ├── UpstreamAuthFailed         502 upstream_auth_failed (our key was refused)
         ├── UpstreamError              502 upstream_error       (5xx or connection failure)
-        └── UpstreamTimeout            504 upstream_timeout
+        ├── UpstreamTimeout            504 upstream_timeout
+        └── StructuredOutputInvalid    502 structured_output_invalid (after bounded repairs)
 
 SDK exceptions become these inside the provider adapters; these become HTTP in `app/api/errors.py`.
 """
@@ -173,6 +179,68 @@ class ReplayUnavailable(RequestProblem):
     error_type = "replay_unavailable"
 
 
+class SnippetNotFound(RequestProblem):
+    status_code = 404
+    error_type = "snippet_not_found"
+
+    def __init__(self, identifier: str, message: str | None = None) -> None:
+        super().__init__(
+            message or f"No active snippet {identifier!r}. GET /v1/snippets lists them."
+        )
+        self.identifier = identifier
+
+    def details(self) -> dict[str, Any]:
+        return {"snippet": self.identifier}
+
+
+class SnippetExists(RequestProblem):
+    status_code = 409
+    error_type = "snippet_exists"
+
+
+class MissingSnippets(RequestProblem):
+    status_code = 422
+    error_type = "missing_snippets"
+
+    def __init__(self, name: str, labels: Sequence[str]) -> None:
+        super().__init__(f"Pattern {name!r} expects snippets for: {', '.join(labels)}")
+        self.labels = list(labels)
+
+    def details(self) -> dict[str, Any]:
+        return {"labels": self.labels}
+
+
+class InvalidSnippetLabels(RequestProblem):
+    status_code = 422
+    error_type = "invalid_snippet_labels"
+
+    def __init__(self, labels: Sequence[str]) -> None:
+        super().__init__(
+            "Snippet labels must be upper-case names such as PERSONA or TONE_OF_VOICE "
+            f"(^[A-Z][A-Z0-9_]*$); not: {', '.join(repr(label) for label in labels)}"
+        )
+        self.labels = list(labels)
+
+    def details(self) -> dict[str, Any]:
+        return {"labels": self.labels}
+
+
+class CapabilityMissing(RequestProblem):
+    status_code = 422
+    error_type = "capability_missing"
+
+    def __init__(self, model: str, missing: Sequence[str]) -> None:
+        super().__init__(
+            f"Model {model!r} cannot serve this request: {'; '.join(missing)}. "
+            "Choose a capable model or configure GENAI_CAPABLE_FALLBACK_MODELS."
+        )
+        self.model = model
+        self.missing = list(missing)
+
+    def details(self) -> dict[str, Any]:
+        return {"model": self.model, "missing": self.missing}
+
+
 class StoreUnavailable(GenAIError):
     status_code = 503
     error_type = "store_unavailable"
@@ -257,3 +325,20 @@ class UpstreamError(ProviderError):
 class UpstreamTimeout(ProviderError):
     status_code = 504
     error_type = "upstream_timeout"
+
+
+class StructuredOutputInvalid(ProviderError):
+    """The model's answers never satisfied the output schema within the repair budget."""
+
+    status_code = 502
+    error_type = "structured_output_invalid"
+
+    def __init__(
+        self, message: str, *, provider: str, attempts: int, issues: dict[str, Any]
+    ) -> None:
+        super().__init__(message, provider=provider)
+        self.attempts = attempts
+        self.issues = issues
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "attempts": self.attempts, "issues": self.issues}

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import structlog
 from fastapi import FastAPI
 
 from app import __version__
-from app.api import completions, health, jobs, patterns, templates
+from app.api import completions, health, jobs, patterns, snippets, templates
 from app.api.errors import install_error_handlers
-from app.catalog import PatternsAdapter
 from app.config import Settings, get_settings
 from app.logging import RequestContextMiddleware, configure_logging
 from app.runtime import build_runtime
@@ -20,15 +19,16 @@ from app.runtime import build_runtime
 log = structlog.get_logger(__name__)
 
 
-async def _keep_patterns_fresh(adapter: PatternsAdapter, every: float) -> None:
-    """Re-scan pattern roots off the event loop, so edits apply without a restart."""
+async def _keep_files_fresh(refreshers: list[Callable[[], bool]], every: float) -> None:
+    """Re-scan pattern and snippet files off the event loop, so edits apply without a restart."""
     while True:
         await asyncio.sleep(every)
-        try:
-            if await asyncio.to_thread(adapter.refresh):
-                log.info("patterns_reloaded", count=len(adapter.names()))
-        except OSError as exc:
-            log.warning("patterns_reload_failed", error=str(exc))
+        for refresh in refreshers:
+            try:
+                if await asyncio.to_thread(refresh):
+                    log.info("files_reloaded", source=getattr(refresh, "__qualname__", "files"))
+            except OSError as exc:
+                log.warning("files_reload_failed", error=str(exc))
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -42,8 +42,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.service = runtime.service
         reloader = None
         if settings.pattern_reload_seconds > 0:
+            refreshers = [runtime.service.patterns.refresh, runtime.snippets.refresh_files]
             reloader = asyncio.create_task(
-                _keep_patterns_fresh(runtime.service.patterns, settings.pattern_reload_seconds)
+                _keep_files_fresh(refreshers, settings.pattern_reload_seconds)
             )
         log.info(
             "service_started",
@@ -70,12 +71,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             {"name": "completions", "description": "Render patterns and call models."},
             {"name": "patterns", "description": "The prompt pattern catalog (files)."},
             {"name": "templates", "description": "Versioned prompt templates (database)."},
+            {"name": "snippets", "description": "Reusable prompt fragments (database and files)."},
             {"name": "jobs", "description": "The audit trail: records, replay, drift."},
             {"name": "health", "description": "Probes and metrics for operators."},
         ],
     )
     install_error_handlers(app)
     app.add_middleware(RequestContextMiddleware)
-    for module in (completions, patterns, templates, jobs, health):
+    for module in (completions, patterns, templates, snippets, jobs, health):
         app.include_router(module.router)
     return app

@@ -14,12 +14,15 @@ from app.audit.trail import AuditTrail
 from app.catalog import PatternsAdapter
 from app.config import Settings
 from app.metrics import Metrics
+from app.prompts.assembler import PromptAssembler, default_registry
 from app.prompts.redaction import Redactor
 from app.providers import ProviderRegistry
+from app.routing.capabilities import CapabilityCatalog
 from app.routing.policy import ModelSelectionPolicy
 from app.routing.retry import RetryPolicy
 from app.schemas import ModelParams
 from app.service import GenAIService
+from app.snippets import SnippetLibrary
 from app.store.db import Database
 from app.store.jobs import AuditWriter, JobRepository
 from app.store.secrets import ReplayVault, load_or_create_key
@@ -37,6 +40,7 @@ class Runtime:
     metrics: Metrics
     service: GenAIService
     auditor: Auditor
+    snippets: SnippetLibrary
 
     async def aclose(self) -> None:
         """Drain queued audit writes first: a clean stop loses no record."""
@@ -72,24 +76,24 @@ async def build_runtime(settings: Settings) -> Runtime:
     writer.start()
     patterns = PatternsAdapter(roots=settings.pattern_dir, defaults=settings.pattern_defaults)
     templates = TemplateRepository(database.sessions)
+    snippets = SnippetLibrary(sessions=database.sessions, file_roots=list(settings.pattern_dir))
+    snippets.refresh_files()
     service = GenAIService(
         patterns=patterns,
         templates=templates,
+        snippets=snippets,
         policy=ModelSelectionPolicy.from_settings(settings),
+        capabilities=CapabilityCatalog.load(settings.capabilities_file),
+        assembler=PromptAssembler(default_registry(), settings.task_instructions),
         providers=ProviderRegistry.from_settings(settings),
         retry=RetryPolicy(settings.upstream),
         audit=AuditTrail(jobs=jobs, writer=writer, redactor=redactor, vault=vault),
         metrics=metrics,
         default_params=ModelParams(max_tokens=settings.default_max_tokens),
+        structured_max_attempts=settings.structured_max_attempts,
     )
     auditor = Auditor(
-        jobs=jobs,
-        writer=writer,
-        templates=templates,
-        patterns=patterns,
-        redactor=redactor,
-        vault=vault,
-        metrics=metrics,
+        jobs=jobs, writer=writer, service=service, redactor=redactor, vault=vault, metrics=metrics
     )
     return Runtime(
         settings=settings,
@@ -98,6 +102,7 @@ async def build_runtime(settings: Settings) -> Runtime:
         metrics=metrics,
         service=service,
         auditor=auditor,
+        snippets=snippets,
     )
 
 

@@ -71,9 +71,16 @@ class RenderRequest(_Frozen):
         default=None, description="A database template instead of a pattern file."
     )
     variables: dict[str, Any] = Field(default_factory=dict)
-    user_prompt: str = Field(description="Sent verbatim as the single user message.")
+    user_prompt: str = Field(description="Sent verbatim as the last user message.")
     model: str | None = Field(default=None, description="`provider/model`; overrides the policy.")
     params: ModelParams | None = None
+    snippets: dict[str, str] = Field(
+        default_factory=dict,
+        description='Ordered label → snippet identifier, e.g. {"PERSONA": "nova"}.',
+    )
+    instructions: str | None = Field(
+        default=None, max_length=20_000, description="Extra user instructions for this request."
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> RenderRequest:
@@ -92,6 +99,11 @@ class RenderedPrompt(_Frozen):
 
     system: str
     messages: list[Message]
+    system_folded: bool = Field(
+        default=False,
+        description="True when the model takes no system prompt and it was folded into the "
+        "first user message.",
+    )
 
 
 class Usage(_Frozen):
@@ -122,6 +134,7 @@ class Provenance(_Frozen):
     user_prompt_hash: str
     provider: str
     model: str
+    snippet_ids: list[str] = Field(default_factory=list)
 
 
 class ModelChoice(_Frozen):
@@ -130,7 +143,7 @@ class ModelChoice(_Frozen):
     model: str = Field(description="`provider/model`")
     provider: str
     name: str
-    source: Literal["explicit", "hint", "default"]
+    source: Literal["explicit", "hint", "default", "capability_fallback"]
     reason: str
 
 
@@ -153,6 +166,10 @@ class CompletionEnvelope(_Frozen):
     response: CompletionResponse
     model_choice: ModelChoice
     provenance: Provenance
+    parsed: Any | None = Field(
+        default=None, description="The validated JSON, with an output_schema."
+    )
+    validation: StructuredOutcome | None = None
 
 
 class PatternSummary(_Frozen):
@@ -262,6 +279,9 @@ class JobRecord(_Frozen):
     response_redacted: str | None
     redaction_map: dict[str, str]
     snippet_ids: list[str]
+    attempts: list[dict[str, Any]] | None = Field(
+        default=None, description="Structured-output attempts: outcome, issues, redacted answer."
+    )
     replay_available: bool
 
 
@@ -294,3 +314,34 @@ class DriftFinding(_Frozen):
 class DriftReport(_Frozen):
     checked_sources: int
     drifted: list[DriftFinding]
+
+
+class SnippetIn(_Frozen):
+    """A reusable prompt fragment (persona, tone, audience, style, layout); it has no versions."""
+
+    identifier: str = Field(pattern=SLUG)
+    name: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    text: str = Field(min_length=1, max_length=50_000)
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    active: bool = True
+
+
+class Snippet(SnippetIn):
+    source: Literal["database", "file"]
+
+
+class ValidationIssues(_Frozen):
+    invalid: list[dict[str, Any]] = Field(default_factory=list)
+    missing: list[dict[str, Any]] = Field(default_factory=list)
+    unknown: list[str] = Field(default_factory=list)
+
+
+class StructuredOutcome(_Frozen):
+    """How the response fared against the pattern's output_schema."""
+
+    valid: bool
+    attempts: int
+    mode: Literal["native", "instructions"]
+    issues: ValidationIssues | None = None

@@ -1,10 +1,12 @@
-"""GenAIService: the pipeline resolve → render → select model → record → call → envelope."""
+"""GenAIService: resolve → compose → select model → assemble → record → call → envelope."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -12,9 +14,12 @@ from app.audit.trail import AuditTrail, OpenJob
 from app.catalog import PatternsAdapter
 from app.catalog.source import DATABASE_BASE_PATH, RenderedSource
 from app.catalog.templates import FALLBACK_SHA256, render_fallback, render_template_version
-from app.errors import GenAIError
+from app.errors import GenAIError, MissingSnippets, StructuredOutputInvalid
 from app.metrics import Metrics
-from app.providers import ProviderCall, ProviderRegistry
+from app.prompts.assembler import InstructionContext, PromptAssembler, TaskInstructions
+from app.prompts.structured import repair_feedback, validate_output
+from app.providers import ProviderCall, ProviderRegistry, ProviderReply
+from app.routing.capabilities import Capabilities, CapabilityCatalog
 from app.routing.policy import ModelSelectionPolicy
 from app.routing.retry import RetryPolicy
 from app.schemas import (
@@ -27,22 +32,29 @@ from app.schemas import (
     RenderedPrompt,
     RenderRequest,
     RenderResult,
+    StructuredOutcome,
     TemplateRef,
     TemplateVersion,
+    Usage,
 )
+from app.snippets import ComposedSnippets, SnippetLibrary
 from app.store.templates import TemplateRepository
 from app.tracking import build_provenance
 
 log = structlog.get_logger(__name__)
 
+_CHARS_PER_TOKEN = 4  # a deliberately rough estimate, used only against context limits
+
 
 @dataclass(frozen=True, slots=True)
 class _Prepared:
     source: RenderedSource
+    snippets: ComposedSnippets
     prompt: RenderedPrompt
     choice: ModelChoice
     params: ModelParams
     provenance: Provenance
+    native_schema: bool
 
 
 def _elapsed_ms(since: float) -> float:
@@ -55,27 +67,42 @@ class GenAIService:
         *,
         patterns: PatternsAdapter,
         templates: TemplateRepository,
+        snippets: SnippetLibrary,
         policy: ModelSelectionPolicy,
+        capabilities: CapabilityCatalog,
+        assembler: PromptAssembler,
         providers: ProviderRegistry,
         retry: RetryPolicy,
         audit: AuditTrail,
         metrics: Metrics,
         default_params: ModelParams,
+        structured_max_attempts: int,
     ) -> None:
         self.patterns = patterns
         self.templates = templates
+        self.snippets = snippets
         self.policy = policy
+        self.capabilities = capabilities
+        self.assembler = assembler
         self.providers = providers
         self.retry = retry
         self.audit = audit
         self.metrics = metrics
         self.default_params = default_params
+        self.structured_max_attempts = structured_max_attempts
+
+    # -- resolve ---------------------------------------------------------------------------
 
     async def _resolve(self, request: RenderRequest) -> RenderedSource:
         """Render the pattern file or database template the request names."""
         if request.pattern_key is not None:
-            rendered = self.patterns.apply_template(request.pattern_key, request.variables)
-            pattern = rendered.pattern
+            rendered = self.patterns.apply_template(
+                request.pattern_key, request.variables, user_prompt=request.user_prompt
+            )
+            pattern, meta = rendered.pattern, rendered.pattern.meta
+            examples, user = rendered.messages, request.user_prompt
+            if meta.user_template:  # the pattern's last block is the user message
+                examples, user = rendered.messages[:-1], rendered.messages[-1].content
             return RenderedSource(
                 kind="pattern",
                 name=pattern.name,
@@ -83,14 +110,21 @@ class GenAIService:
                 content_hash=pattern.content_hash,
                 system=rendered.system,
                 variables=rendered.variables,
-                model_hint=pattern.meta.model_hint,
-                params=pattern.meta.params,
+                user=user,
+                examples=examples,
+                output_schema=pattern.output_schema,
+                requires=tuple(meta.requires),
+                snippet_labels=tuple(meta.snippets),
+                model_hint=meta.model_hint,
+                params=meta.params,
             )
         assert request.template is not None  # RenderRequest guarantees exactly one source
-        return await self._resolve_template(request.template, request.variables)
+        return await self._resolve_template(
+            request.template, request.variables, request.user_prompt
+        )
 
     async def _resolve_template(
-        self, ref: TemplateRef, variables: dict[str, object]
+        self, ref: TemplateRef, variables: dict[str, Any], user_prompt: str
     ) -> RenderedSource:
         version: TemplateVersion | None
         if ref.version is not None:
@@ -107,6 +141,7 @@ class GenAIService:
                 content_hash=FALLBACK_SHA256,
                 system=render_fallback(ref.role, variables),
                 variables=dict(variables),
+                user=user_prompt,
                 role=ref.role,
             )
         return RenderedSource(
@@ -116,27 +151,73 @@ class GenAIService:
             content_hash=version.checksum,
             system=render_template_version(version, variables),
             variables=dict(variables),
+            user=user_prompt,
             template_id=version.id,
             role=version.role,
             version=version.version,
         )
 
-    async def _prepare(self, request: RenderRequest) -> _Prepared:
-        source = await self._resolve(request)
-        choice = self.policy.choose_model(request.model, source.model_hint)
-        structlog.contextvars.bind_contextvars(
-            pattern=source.provenance_name, provider=choice.provider, model=choice.name
-        )
-        # V1 semantics: the rendered source is the system text, the user prompt goes verbatim.
-        prompt = RenderedPrompt(
-            system=source.system, messages=[Message(role="user", content=request.user_prompt)]
-        )
-        # Request params > pattern params > configured defaults, minus what the provider refuses.
-        params = (
+    async def _compose(self, request: RenderRequest, source: RenderedSource) -> ComposedSnippets:
+        missing = [label for label in source.snippet_labels if label not in request.snippets]
+        if missing:
+            raise MissingSnippets(source.name, missing)
+        if not request.snippets:
+            return ComposedSnippets(text="", ids=[])
+        return await self.snippets.compose(request.snippets)
+
+    # -- choose and assemble ---------------------------------------------------------------
+
+    def _params_for(
+        self, choice: ModelChoice, source: RenderedSource, request: RenderRequest
+    ) -> ModelParams:
+        """Request > pattern > configured defaults, minus what the provider refuses."""
+        return (
             self.default_params.overlay(source.params)
             .overlay(request.params)
             .only(self.providers.supported_params(choice.provider))
         )
+
+    def _shortfalls(self, source: RenderedSource, request: RenderRequest, prompt_chars: int) -> Any:
+        def shortfalls(choice: ModelChoice) -> list[str]:
+            caps = self.capabilities.for_model(choice.provider, choice.name)
+            found = [
+                f"no {need.replace('_', ' ')} support"
+                for need in source.requires
+                if not caps.supports(need)
+            ]
+            wanted = self._params_for(choice, source, request).max_tokens or 0
+            if wanted > caps.output_tokens:
+                found.append(f"max_tokens {wanted} exceeds its output limit {caps.output_tokens}")
+            needed = prompt_chars // _CHARS_PER_TOKEN + wanted
+            if needed > caps.context_tokens:
+                found.append(f"~{needed} tokens exceed its context of {caps.context_tokens}")
+            return found
+
+        return shortfalls
+
+    async def _prepare(self, request: RenderRequest) -> _Prepared:
+        source = await self._resolve(request)
+        snippets = await self._compose(request, source)
+        system = "\n\n".join(part for part in (snippets.text, source.system) if part)
+        task = TaskInstructions(
+            task=source.name, system=system, examples=source.examples, user=source.user
+        )
+        prompt_chars = len(system) + len(source.user) + sum(len(m.content) for m in task.examples)
+        first = self.policy.choose_model(request.model, source.model_hint)
+        choice = self.policy.choose_capable(first, self._shortfalls(source, request, prompt_chars))
+        structlog.contextvars.bind_contextvars(
+            pattern=source.provenance_name, provider=choice.provider, model=choice.name
+        )
+        capabilities: Capabilities = self.capabilities.for_model(choice.provider, choice.name)
+        native = source.output_schema is not None and capabilities.supports_structured_output
+        context = InstructionContext(
+            provider=choice.provider,
+            task=source.name,
+            capabilities=capabilities,
+            output_schema=source.output_schema,
+            native_structured_output=native,
+        )
+        prompt = self.assembler.assemble(task, context, request.instructions)
         provenance = build_provenance(
             pattern_name=source.provenance_name,
             pattern_base_path=source.base_path,
@@ -145,8 +226,17 @@ class GenAIService:
             user_prompt=request.user_prompt,
             provider=choice.provider,
             model=choice.name,
+            snippet_ids=snippets.ids,
         )
-        return _Prepared(source, prompt, choice, params, provenance)
+        return _Prepared(
+            source,
+            snippets,
+            prompt,
+            choice,
+            self._params_for(choice, source, request),
+            provenance,
+            native,
+        )
 
     async def render(self, request: RenderRequest) -> RenderResult:
         """A dry run: everything `complete` would do except recording and calling."""
@@ -158,42 +248,41 @@ class GenAIService:
             provenance=prepared.provenance,
         )
 
+    # -- call ------------------------------------------------------------------------------
+
     async def complete(
         self, request: RenderRequest, *, request_id: str | None = None
     ) -> CompletionEnvelope:
         started = time.perf_counter()
         prepared = await self._prepare(request)
         job = await self.audit.start(
+            request=request,
             request_id=request_id,
             source=prepared.source,
             choice=prepared.choice,
             params=prepared.params,
             prompt=prepared.prompt,
             provenance=prepared.provenance,
-            user_prompt=request.user_prompt,
+            snippet_ids=prepared.snippets.ids,
         )
         structlog.contextvars.bind_contextvars(job_id=job.id)
         provider_name = prepared.choice.provider
+        attempts: list[dict[str, Any]] = []
         upstream_started: float | None = None
         try:
-            provider = self.providers.get(provider_name)
-            call = ProviderCall(
-                model=prepared.choice.name,
-                system=prepared.prompt.system,
-                messages=tuple(prepared.prompt.messages),
-                params=prepared.params,
-            )
             upstream_started = time.perf_counter()
-            reply = await self.retry.run(lambda: provider.complete(call))
+            reply, parsed, outcome = await self._call(prepared, attempts)
         except GenAIError as exc:
-            self._finish_failed(job, exc, started, upstream_started, provider_name)
+            self._finish_failed(job, exc, started, upstream_started, provider_name, attempts)
             raise
         except asyncio.CancelledError:  # the client went away; the record must say so
-            self.audit.cancelled(job, latency_ms=_elapsed_ms(started))
+            self.audit.cancelled(job, latency_ms=_elapsed_ms(started), attempts=attempts)
             self.metrics.completions.labels(provider_name, "cancelled").inc()
             raise
         upstream_ms = _elapsed_ms(upstream_started)
-        self.audit.completed(job, reply, latency_ms=_elapsed_ms(started), upstream_ms=upstream_ms)
+        self.audit.completed(
+            job, reply, latency_ms=_elapsed_ms(started), upstream_ms=upstream_ms, attempts=attempts
+        )
         self.metrics.completions.labels(provider_name, "completed").inc()
         self.metrics.upstream_seconds.labels(provider_name).observe(upstream_ms / 1000)
         structlog.contextvars.bind_contextvars(
@@ -215,6 +304,54 @@ class GenAIService:
             ),
             model_choice=prepared.choice,
             provenance=prepared.provenance,
+            parsed=parsed,
+            validation=outcome,
+        )
+
+    async def _call(
+        self, prepared: _Prepared, attempts: list[dict[str, Any]]
+    ) -> tuple[ProviderReply, Any, StructuredOutcome | None]:
+        """One provider call, or, with an output schema, a bounded validate-and-repair loop."""
+        provider = self.providers.get(prepared.choice.provider)
+        schema = prepared.source.output_schema
+        messages = list(prepared.prompt.messages)
+        usage = Usage(input_tokens=0, output_tokens=0, total_tokens=0)
+        limit = self.structured_max_attempts if schema is not None else 1
+        for attempt in range(1, limit + 1):
+            call = ProviderCall(
+                model=prepared.choice.name,
+                system=prepared.prompt.system,
+                messages=tuple(messages),
+                params=prepared.params,
+                output_schema=schema if prepared.native_schema else None,
+            )
+            reply = await self.retry.run(functools.partial(provider.complete, call))
+            usage = _add_usage(usage, reply.usage)
+            if schema is None:
+                return reply, None, None
+            validation = validate_output(schema, reply.text, reply.payload)
+            attempts.append(
+                {
+                    "attempt": attempt,
+                    "valid": validation.valid,
+                    "issues": validation.issues.model_dump(),
+                    "response": reply.text,
+                }
+            )
+            mode = "native" if prepared.native_schema else "instructions"
+            if validation.valid:
+                outcome = StructuredOutcome(valid=True, attempts=attempt, mode=mode)
+                total = _replace_usage(reply, usage)
+                return total, validation.parsed, outcome
+            messages += [
+                Message(role="assistant", content=reply.text),
+                Message(role="user", content=repair_feedback(validation)),
+            ]
+        raise StructuredOutputInvalid(
+            f"The model's answer did not match the output schema after {limit} attempts.",
+            provider=prepared.choice.provider,
+            attempts=limit,
+            issues=validation.issues.model_dump(),
         )
 
     def _finish_failed(
@@ -224,9 +361,34 @@ class GenAIService:
         started: float,
         upstream_started: float | None,
         provider: str,
+        attempts: list[dict[str, Any]],
     ) -> None:
         upstream_ms = _elapsed_ms(upstream_started) if upstream_started is not None else None
-        self.audit.failed(job, exc, latency_ms=_elapsed_ms(started), upstream_ms=upstream_ms)
+        self.audit.failed(
+            job, exc, latency_ms=_elapsed_ms(started), upstream_ms=upstream_ms, attempts=attempts
+        )
         self.metrics.completions.labels(provider, "failed").inc()
         structlog.contextvars.bind_contextvars(upstream_ms=upstream_ms, error_type=exc.error_type)
         exc.job_id = job.id
+
+
+def _add_usage(total: Usage, more: Usage) -> Usage:
+    def plus(a: int | None, b: int | None) -> int | None:
+        return None if a is None or b is None else a + b
+
+    return Usage(
+        input_tokens=plus(total.input_tokens, more.input_tokens),
+        output_tokens=plus(total.output_tokens, more.output_tokens),
+        total_tokens=plus(total.total_tokens, more.total_tokens),
+    )
+
+
+def _replace_usage(reply: ProviderReply, usage: Usage) -> ProviderReply:
+    """The last reply, with usage summed over every attempt (what the caller pays for)."""
+    return ProviderReply(
+        text=reply.text,
+        finish_reason=reply.finish_reason,
+        usage=usage,
+        upstream_request_id=reply.upstream_request_id,
+        payload=reply.payload,
+    )

@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import statistics
+import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -46,6 +47,45 @@ USER_PROMPT = (
     "+44 20 7946 0958 during office hours. Thank you, John."
 )
 VARIABLES = {"context": CONTEXT}
+
+
+class CpuMeter:
+    """Cores kept busy during a run: this process (all its threads) versus everything else.
+
+    The machine may be shared; a busy neighbour makes every figure worse, so say so.
+    """
+
+    def __init__(self) -> None:
+        self._wall = time.perf_counter()
+        self._own = self._own_seconds()
+        self._busy = self._busy_seconds()
+
+    @staticmethod
+    def _own_seconds() -> float:
+        times = os.times()
+        return times.user + times.system
+
+    @staticmethod
+    def _busy_seconds() -> float | None:
+        try:
+            with open("/proc/stat") as stat:
+                fields = [int(v) for v in stat.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+    def summary(self) -> str:
+        wall = time.perf_counter() - self._wall
+        own = (self._own_seconds() - self._own) / wall
+        busy_now = self._busy_seconds()
+        if busy_now is None or self._busy is None:
+            return f"CPU: this process {own:.2f} cores"
+        other = max(0.0, (busy_now - self._busy) / wall - own)
+        return (
+            f"CPU over {wall:.1f} s: this process {own:.2f} cores, "
+            f"everything else {other:.2f} of {os.cpu_count()} cores"
+        )
 
 
 def quiet_logs() -> None:

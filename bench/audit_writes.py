@@ -27,7 +27,7 @@ from app.catalog import PatternsAdapter
 from app.catalog.source import RenderedSource
 from app.config import DEFAULT_SELECTION_ORDER, AuditSettings
 from app.prompts.redaction import Redactor
-from app.providers import ProviderReply, ProviderRegistry
+from app.providers import ProviderRegistry, ProviderReply
 from app.routing.policy import ModelSelectionPolicy
 from app.schemas import (
     Message,
@@ -50,6 +50,7 @@ from bench._common import (
     REPO_ROOT,
     USER_PROMPT,
     VARIABLES,
+    CpuMeter,
     job_counts,
     percentiles_ms,
     quiet_logs,
@@ -175,6 +176,7 @@ async def run_backend(label: str, url: str, n: int, batch_size: int) -> dict[str
     vault = ReplayVault(os.urandom(KEY_BYTES))
     trail = AuditTrail(jobs=jobs, writer=collector, redactor=redactor, vault=vault)
     inputs = Inputs()
+    meter = CpuMeter()
     try:
         # Warm the pool, statement caches and regex engine; these jobs are not counted.
         for i in range(WARMUP):
@@ -233,6 +235,7 @@ async def run_backend(label: str, url: str, n: int, batch_size: int) -> dict[str
         single_s = time.perf_counter() - started
     finally:
         await database.aclose()
+    cpu = meter.summary()
     counts = await job_counts(url)
     return {
         "backend": label,
@@ -247,6 +250,7 @@ async def run_backend(label: str, url: str, n: int, batch_size: int) -> dict[str
         "batched_rps": n / batched_s,
         "single_rps": n / single_s,
         "counts": counts,
+        "cpu": cpu,
     }
 
 
@@ -278,7 +282,7 @@ def report(results: list[dict[str, Any]]) -> None:
             f"| {r['single_rps']:,.0f} | {r['batched_rps'] / r['single_rps']:.1f}x |"
         )
     for r in results:
-        print(f"{r['backend']}: rows by status after the run: {r['counts']}")
+        print(f"{r['backend']}: rows by status after the run: {r['counts']}; {r['cpu']}")
 
 
 async def main(args: argparse.Namespace) -> None:

@@ -1,29 +1,40 @@
-"""Replay (rebuild a historical prompt and prove it) and drift detection over stored jobs."""
+"""Replay (rebuild a historical prompt through the live pipeline and prove it) and drift."""
 
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
 
 from app.audit.trail import redact_prompt
-from app.catalog import PatternsAdapter
-from app.catalog.library import SUFFIX
-from app.catalog.templates import (
-    FALLBACK_SHA256,
-    render_fallback,
-    render_template_version,
-    template_checksum,
-)
+from app.catalog.templates import FALLBACK_SHA256, template_checksum
 from app.errors import GenAIError, JobNotFound, ReplayUnavailable
 from app.metrics import Metrics
 from app.prompts.redaction import Redactor
-from app.schemas import DriftFinding, DriftReport, HashCheck, Message, RenderedPrompt, ReplayResult
+from app.schemas import (
+    DriftFinding,
+    DriftReport,
+    HashCheck,
+    RenderedPrompt,
+    RenderRequest,
+    ReplayResult,
+    TemplateRef,
+)
 from app.store.jobs import AuditWriter, JobRepository
 from app.store.secrets import ReplayVault, VaultError
 from app.store.tables import Job
-from app.store.templates import TemplateRepository
-from app.tracking import canonical_json, pattern_content_hash, sha256_hex, user_prompt_hash
+from app.tracking import canonical_json, sha256_hex, user_prompt_hash
 from app.tracking import variables_hash as hash_variables
+
+if TYPE_CHECKING:
+    from app.service import GenAIService
+
+log = structlog.get_logger(__name__)
+
+
+def _prompt_hash(stored_form: Any) -> str:
+    return sha256_hex(canonical_json(stored_form).encode())
 
 
 class Auditor:
@@ -32,16 +43,14 @@ class Auditor:
         *,
         jobs: JobRepository,
         writer: AuditWriter,
-        templates: TemplateRepository,
-        patterns: PatternsAdapter,
+        service: GenAIService,
         redactor: Redactor,
         vault: ReplayVault | None,
         metrics: Metrics,
     ) -> None:
         self.jobs = jobs
         self.writer = writer
-        self.templates = templates
-        self.patterns = patterns
+        self.service = service
         self.redactor = redactor
         self.vault = vault
         self.metrics = metrics
@@ -54,16 +63,25 @@ class Auditor:
         return job
 
     async def current_source_hash(self, job: Job) -> str | None:
-        """The hash of the job's source as it is *now*: file bytes, or template text."""
+        """The hash of the job's source as it is *now*; None if it is gone or no longer loads."""
         if job.source_kind == "pattern":
-            path = Path(job.source_base_path) / f"{job.source_name}{SUFFIX}"
-            try:
-                raw = await asyncio.to_thread(path.read_bytes)
-            except OSError:
+            owner = next(
+                (
+                    lib
+                    for lib in self.service.patterns.libraries
+                    if lib.base_path == job.source_base_path
+                ),
+                None,
+            )
+            if owner is None:
                 return None
-            return pattern_content_hash(raw)
+            await asyncio.to_thread(owner.refresh)  # see the file as it is on disk now
+            try:
+                return owner.get(job.source_name).content_hash
+            except GenAIError:
+                return None
         if job.source_kind == "template" and job.template_id is not None:
-            version = await self.templates.get_by_id(job.template_id)
+            version = await self.service.templates.get_by_id(job.template_id)
             return template_checksum(version.template) if version else None
         return FALLBACK_SHA256
 
@@ -80,7 +98,7 @@ class Auditor:
             recorded_sha256=job.template_sha256,
             current_sha256=current,
             jobs=1,
-            reason="the source no longer exists"
+            reason="the source no longer exists or no longer loads"
             if current is None
             else "the source's content changed since the job used it",
         )
@@ -104,27 +122,23 @@ class Auditor:
                 findings.append(finding.model_copy(update={"jobs": count}))
         return DriftReport(checked_sources=len(sources), drifted=findings)
 
-    async def _rebuild_system(self, job: Job, variables: dict[str, object]) -> str | None:
-        try:
-            if job.source_kind == "pattern":
-                owner = next(
-                    (
-                        lib
-                        for lib in self.patterns.libraries
-                        if lib.base_path == job.source_base_path
-                    ),
-                    None,
+    def _request(self, job: Job, inputs: dict[str, Any]) -> RenderRequest:
+        """The request that produced the job, rebuilt from the record and its sealed inputs."""
+        source: dict[str, Any] = {"pattern_key": job.source_name}
+        if job.source_kind != "pattern":
+            source = {
+                "template": TemplateRef(
+                    name=job.source_name, role=job.template_role or "", version=job.template_version
                 )
-                if owner is None:
-                    return None
-                await asyncio.to_thread(owner.refresh)  # see the file as it is now
-                return owner.apply_template(job.source_name, variables).system
-            if job.source_kind == "template" and job.template_id is not None:
-                version = await self.templates.get_by_id(job.template_id)
-                return render_template_version(version, variables) if version else None
-            return render_fallback(job.template_role or "", variables)
-        except GenAIError:
-            return None
+            }
+        return RenderRequest(
+            **source,
+            variables=inputs["variables"],
+            user_prompt=inputs["user_prompt"],
+            model=f"{job.provider}/{job.model}",
+            snippets=inputs.get("snippets") or {},
+            instructions=inputs.get("instructions"),
+        )
 
     async def replay(self, job_id: str) -> ReplayResult:
         """Rebuild the exact historical prompt; every stored hash must match the recomputed one."""
@@ -138,24 +152,20 @@ class Auditor:
             inputs = self.vault.open(job.id, job.replay_inputs)
         except VaultError as exc:
             raise ReplayUnavailable(f"Job {job_id} cannot be replayed: {exc}.") from None
-        variables, user_prompt = inputs["variables"], inputs["user_prompt"]
-        system = await self._rebuild_system(job, variables)
-        prompt = None
-        redacted_now = None
-        if system is not None:
-            prompt = RenderedPrompt(
-                system=system, messages=[Message(role="user", content=user_prompt)]
-            )
-            stored_form, _ = redact_prompt(self.redactor, prompt)
-            redacted_now = sha256_hex(canonical_json(stored_form).encode())
+        prompt: RenderedPrompt | None = None
+        rebuilt_prompt_hash = None
+        try:
+            result = await self.service.render(self._request(job, inputs))
+        except GenAIError as exc:  # the source is gone or no longer renders: hashes say so
+            log.info("replay_render_failed", job_id=job.id, error_type=exc.error_type)
+        else:
+            prompt = result.prompt
+            rebuilt_prompt_hash = _prompt_hash(redact_prompt(self.redactor, prompt)[0])
         checks = {
             "pattern_content_hash": (job.pattern_content_hash, await self.current_source_hash(job)),
-            "variables_hash": (job.variables_hash, hash_variables(variables)),
-            "user_prompt_hash": (job.user_prompt_hash, user_prompt_hash(user_prompt)),
-            "prompt_redacted": (
-                sha256_hex(canonical_json(job.prompt_redacted).encode()),
-                redacted_now,
-            ),
+            "variables_hash": (job.variables_hash, hash_variables(inputs["variables"])),
+            "user_prompt_hash": (job.user_prompt_hash, user_prompt_hash(inputs["user_prompt"])),
+            "prompt_redacted": (_prompt_hash(job.prompt_redacted), rebuilt_prompt_hash),
         }
         hashes = {
             name: HashCheck(stored=stored, recomputed=now, matches=stored == now)

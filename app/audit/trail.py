@@ -13,7 +13,14 @@ from app.catalog.source import RenderedSource
 from app.errors import GenAIError, JobNotFound, StoreUnavailable
 from app.prompts.redaction import Redactor
 from app.providers import ProviderReply
-from app.schemas import JobRecord, ModelChoice, ModelParams, Provenance, RenderedPrompt
+from app.schemas import (
+    JobRecord,
+    ModelChoice,
+    ModelParams,
+    Provenance,
+    RenderedPrompt,
+    RenderRequest,
+)
 from app.store.jobs import AuditWriter, JobRepository
 from app.store.secrets import ReplayVault
 from app.store.tables import Job
@@ -62,21 +69,29 @@ class AuditTrail:
     async def start(
         self,
         *,
+        request: RenderRequest,
         request_id: str | None,
         source: RenderedSource,
         choice: ModelChoice,
         params: ModelParams,
         prompt: RenderedPrompt,
         provenance: Provenance,
-        user_prompt: str,
+        snippet_ids: list[str],
     ) -> OpenJob:
         """Write the pending record and return its id; if that fails, nothing is called."""
         job_id = uuid.uuid4().hex
         stored_prompt, tokens = redact_prompt(self.redactor, prompt)
         replay = None
         if self.vault is not None:
+            # Everything needed to rebuild the prompt exactly; sealed, as it may hold personal data.
             replay = self.vault.seal(
-                job_id, {"variables": source.variables, "user_prompt": user_prompt}
+                job_id,
+                {
+                    "variables": source.variables,
+                    "user_prompt": request.user_prompt,
+                    "instructions": request.instructions,
+                    "snippets": request.snippets,
+                },
             )
         job = Job(
             id=job_id,
@@ -98,7 +113,7 @@ class AuditTrail:
             params=params.model_dump(exclude_none=True),
             prompt_redacted=stored_prompt,
             redaction_map=tokens,
-            snippet_ids=[],
+            snippet_ids=list(snippet_ids),
             replay_inputs=replay,
         )
         try:
@@ -110,10 +125,30 @@ class AuditTrail:
             ) from None
         return OpenJob(job_id, tokens)
 
+    def _attempts(
+        self, attempts: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]] | None, dict[str, str]]:
+        """Structured-output attempts as stored: each response redacted."""
+        if not attempts:
+            return None, {}
+        stored, tokens = [], {}
+        for attempt in attempts:
+            redacted = self.redactor.redact(attempt.get("response") or "")
+            tokens.update(redacted.tokens)
+            stored.append({**attempt, "response": redacted.text})
+        return stored, tokens
+
     def completed(
-        self, job: OpenJob, reply: ProviderReply, *, latency_ms: float, upstream_ms: float
+        self,
+        job: OpenJob,
+        reply: ProviderReply,
+        *,
+        latency_ms: float,
+        upstream_ms: float,
+        attempts: list[dict[str, Any]] | None = None,
     ) -> None:
         response = self.redactor.redact(reply.text)
+        stored_attempts, attempt_tokens = self._attempts(attempts or [])
         self.writer.submit(
             job.id,
             {
@@ -125,27 +160,41 @@ class AuditTrail:
                 "latency_ms": latency_ms,
                 "upstream_latency_ms": upstream_ms,
                 "response_redacted": response.text,
-                "redaction_map": {**job.prompt_tokens, **response.tokens},
+                "redaction_map": {**job.prompt_tokens, **attempt_tokens, **response.tokens},
+                "attempts": stored_attempts,
             },
         )
 
     def failed(
-        self, job: OpenJob, error: GenAIError, *, latency_ms: float, upstream_ms: float | None
+        self,
+        job: OpenJob,
+        error: GenAIError,
+        *,
+        latency_ms: float,
+        upstream_ms: float | None,
+        attempts: list[dict[str, Any]] | None = None,
     ) -> None:
+        message = self.redactor.redact(error.message)
+        stored_attempts, attempt_tokens = self._attempts(attempts or [])
         self.writer.submit(
             job.id,
             {
                 "status": "failed",
                 "completed_at": _now(),
                 "error_type": error.error_type,
-                "error_message": self.redactor.redact(error.message).text,
+                "error_message": message.text,
                 "latency_ms": latency_ms,
                 "upstream_latency_ms": upstream_ms,
+                "redaction_map": {**job.prompt_tokens, **attempt_tokens, **message.tokens},
+                "attempts": stored_attempts,
             },
         )
 
-    def cancelled(self, job: OpenJob, *, latency_ms: float) -> None:
+    def cancelled(
+        self, job: OpenJob, *, latency_ms: float, attempts: list[dict[str, Any]] | None = None
+    ) -> None:
         """Called while the request task is being cancelled: it must not await."""
+        stored_attempts, attempt_tokens = self._attempts(attempts or [])
         self.writer.submit(
             job.id,
             {
@@ -153,6 +202,8 @@ class AuditTrail:
                 "completed_at": _now(),
                 "error_type": "client_disconnected",
                 "latency_ms": latency_ms,
+                "redaction_map": {**job.prompt_tokens, **attempt_tokens},
+                "attempts": stored_attempts,
             },
         )
 

@@ -48,8 +48,10 @@ class PatternsAdapter:
     def get(self, name: str) -> Pattern:
         return self._owner(name).get(name)
 
-    def apply_template(self, name: str, variables: Mapping[str, Any]) -> RenderedPattern:
-        return self._owner(name).apply_template(name, variables)
+    def apply_template(
+        self, name: str, variables: Mapping[str, Any], *, user_prompt: str = ""
+    ) -> RenderedPattern:
+        return self._owner(name).apply_template(name, variables, user_prompt=user_prompt)
 
     def names(self) -> list[str]:
         return sorted({name for library in self.libraries for name in library.names()})

@@ -10,8 +10,7 @@ from typing import Any
 
 import structlog
 
-from app.catalog.engine import apply_template
-from app.catalog.pattern import Pattern, RenderedPattern, parse_pattern
+from app.catalog.pattern import Pattern, RenderedPattern, parse_pattern, render_pattern
 from app.errors import InvalidPattern, PatternNotFound
 
 log = structlog.get_logger(__name__)
@@ -25,8 +24,21 @@ RESERVED_DIRS = frozenset({"snippets"})
 class _Entry:
     """A file as last seen: its stat signature and what loading it produced."""
 
-    signature: tuple[int, int, int]
+    signature: tuple[tuple[int, int, int] | None, ...]
+    siblings: tuple[Path, ...]  # files next to the pattern that it read (an output schema)
     loaded: Pattern | InvalidPattern
+
+
+def _signature(paths: tuple[Path, ...]) -> tuple[tuple[int, int, int] | None, ...]:
+    found: list[tuple[int, int, int] | None] = []
+    for path in paths:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            found.append(None)
+            continue
+        found.append((st.st_mtime_ns, st.st_size, st.st_ino))
+    return tuple(found)
 
 
 class PatternLibrary:
@@ -48,16 +60,13 @@ class PatternLibrary:
         """Re-scan the root; return True when anything was added, changed or removed."""
         fresh: dict[str, _Entry] = {}
         for name, path in self._scan():
-            try:
-                st = path.stat()
-            except FileNotFoundError:
-                continue  # deleted between the scan and the stat
-            signature = (st.st_mtime_ns, st.st_size, st.st_ino)
             known = self._entries.get(name)
-            if known is not None and known.signature == signature:
+            if known is not None and known.signature == _signature((path, *known.siblings)):
                 fresh[name] = known
                 continue
-            fresh[name] = _Entry(signature, self._load(name, path))
+            entry = self._load(name, path)
+            if entry is not None:
+                fresh[name] = entry
         changed = fresh.keys() != self._entries.keys() or any(
             fresh[name] is not self._entries.get(name) for name in fresh
         )
@@ -75,14 +84,25 @@ class PatternLibrary:
             found.append((relative.with_suffix("").as_posix(), path))
         return found
 
-    def _load(self, name: str, path: Path) -> Pattern | InvalidPattern:
+    def _load(self, name: str, path: Path) -> _Entry | None:
+        """Parse one file, remembering which sibling files it read; None if it vanished."""
+        siblings: list[Path] = []
+
+        def read_sibling(file_name: str) -> bytes:
+            siblings.append(path.parent / file_name)
+            return siblings[-1].read_bytes()
+
+        signature = _signature((path,))
+        if signature[0] is None:
+            return None  # deleted between the scan and the stat
+        loaded: Pattern | InvalidPattern
         try:
-            pattern = parse_pattern(name, self.base_path, path.read_bytes())
+            loaded = parse_pattern(name, self.base_path, path.read_bytes(), read_sibling)
+            log.debug("pattern_loaded", pattern=name, content_hash=loaded.content_hash)
         except InvalidPattern as problem:
             log.warning("pattern_invalid", pattern=name, problems=problem.problems)
-            return problem
-        log.debug("pattern_loaded", pattern=name, content_hash=pattern.content_hash)
-        return pattern
+            loaded = problem
+        return _Entry(signature + _signature(tuple(siblings)), tuple(siblings), loaded)
 
     @property
     def exists(self) -> bool:
@@ -111,12 +131,14 @@ class PatternLibrary:
         """Library defaults < front-matter defaults < caller variables: the caller always wins."""
         return {**self._defaults, **pattern.meta.defaults, **variables}
 
-    def apply_template(self, name: str, variables: Mapping[str, Any]) -> RenderedPattern:
+    def apply_template(
+        self, name: str, variables: Mapping[str, Any], *, user_prompt: str = ""
+    ) -> RenderedPattern:
         """The only way a pattern becomes text."""
         pattern = self.get(name)
         merged = self.effective_variables(pattern, variables)
-        system = apply_template(name, pattern.template, pattern.referenced, merged)
-        return RenderedPattern(pattern=pattern, system=system, variables=merged)
+        system, messages = render_pattern(pattern, merged, user_prompt)
+        return RenderedPattern(pattern=pattern, system=system, messages=messages, variables=merged)
 
 
 def iter_roots(paths: list[Path]) -> list[str]:

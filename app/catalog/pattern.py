@@ -1,20 +1,37 @@
-"""A pattern file: YAML front-matter, then a Jinja2 body that renders into the system prompt."""
+"""A pattern file: YAML front-matter, then a Jinja2 body.
+
+A single-template body renders into the system prompt (V1). A chat pattern splits its body with
+marker lines `=== system ===`, `=== user ===`, `=== assistant ===` into messages (few-shot
+examples); text before the first marker is the system part. Each section is its own template,
+so a variable's value can never forge a role marker.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from jinja2 import Template
+from jsonschema import Draft202012Validator, SchemaError
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
-from app.catalog.engine import compile_template
-from app.errors import InvalidPattern
-from app.schemas import ModelParams
+from app.catalog.engine import apply_template, compile_template
+from app.errors import InvalidPattern, MissingVariables
+from app.routing.capabilities import Requirement
+from app.schemas import Message, ModelParams
 from app.tracking import pattern_content_hash
 
 _FENCE = "---"
+_MARKER = re.compile(r"^===\s*(system|user|assistant)\s*===\s*$", re.MULTILINE)
+_LABEL = re.compile(r"^[A-Z][A-Z0-9_]*$")
+USER_PROMPT_VARIABLE = "user_prompt"
+
+Role = Literal["system", "user", "assistant"]
+ReadSibling = Callable[[str], bytes]
 
 
 class PatternMeta(BaseModel):
@@ -32,18 +49,40 @@ class PatternMeta(BaseModel):
     )
     params: ModelParams = Field(default_factory=ModelParams)
     tags: list[str] = Field(default_factory=list)
+    output_schema: dict[str, Any] | str | None = Field(
+        default=None, description="Inline JSON Schema, or a .json file next to the pattern."
+    )
+    requires: list[Requirement] = Field(
+        default_factory=list, description="Capabilities the chosen model must have."
+    )
+    snippets: list[str] = Field(
+        default_factory=list, description="Snippet labels the pattern expects, e.g. PERSONA."
+    )
+    user_template: bool = Field(
+        default=False,
+        description="Render the last `=== user ===` block as the user message, with the "
+        "request's text available as {{ user_prompt }}.",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    role: Role
+    template: Template
+    referenced: frozenset[str]
 
 
 @dataclass(frozen=True, slots=True)
 class Pattern:
-    """One loaded pattern: its bytes' hash, metadata and compiled body."""
+    """One loaded pattern: its bytes' hash, metadata, compiled sections and output schema."""
 
     name: str
     base_path: str
     content_hash: str
     meta: PatternMeta
-    template: Template
+    sections: tuple[Section, ...]
     referenced: frozenset[str]
+    output_schema: dict[str, Any] | None
 
     @property
     def required_variables(self) -> list[str]:
@@ -52,10 +91,15 @@ class Pattern:
 
 @dataclass(frozen=True, slots=True)
 class RenderedPattern:
-    """The output of `apply_template`: the system text and the variables that produced it."""
+    """The output of `apply_template`: system text, example messages, and the variables used.
+
+    `messages` holds the pattern's own messages; with `user_template` the last one is the
+    templated user message, otherwise the caller's text is appended verbatim after them.
+    """
 
     pattern: Pattern
     system: str
+    messages: tuple[Message, ...]
     variables: dict[str, Any]
 
 
@@ -78,7 +122,46 @@ def split_front_matter(name: str, text: str) -> tuple[dict[str, Any], str]:
     return data, body
 
 
-def parse_pattern(name: str, base_path: str, raw: bytes) -> Pattern:
+def _split_sections(name: str, body: str) -> list[tuple[Role, str]]:
+    parts = _MARKER.split(body)
+    sections: list[tuple[Role, str]] = [("system", parts[0])]
+    for role, text in zip(parts[1::2], parts[2::2], strict=True):
+        sections.append((role, text.strip("\n")))  # type: ignore[arg-type]
+    if len(sections) > 1 and not sections[0][1].strip():
+        sections = sections[1:]
+    if sum(1 for role, _ in sections if role == "system") > 1 or any(
+        role == "system" for role, _ in sections[1:]
+    ):
+        raise InvalidPattern(name, ["only the first section may be the system part"])
+    return sections
+
+
+def _load_schema(
+    name: str, declared: dict[str, Any] | str | None, read_sibling: ReadSibling | None
+) -> tuple[dict[str, Any] | None, bytes]:
+    """The schema, and the bytes of its file when it lives next to the pattern."""
+    if declared is None or isinstance(declared, dict):
+        schema, raw = declared, b""
+    else:
+        if read_sibling is None or not declared.endswith(".json") or "/" in declared:
+            raise InvalidPattern(name, ["output_schema must be a mapping or a sibling .json file"])
+        try:
+            raw = read_sibling(declared)
+            schema = json.loads(raw)
+        except (OSError, ValueError) as exc:
+            raise InvalidPattern(name, [f"output_schema file {declared!r}: {exc}"]) from None
+    if schema is not None:
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            problem = f"output_schema is not a valid JSON Schema: {exc.message}"
+            raise InvalidPattern(name, [problem]) from None
+    return schema, raw
+
+
+def parse_pattern(
+    name: str, base_path: str, raw: bytes, read_sibling: ReadSibling | None = None
+) -> Pattern:
     """Validate a pattern file completely, so a broken one fails at load, not mid-request."""
     try:
         text = raw.decode("utf-8")
@@ -86,29 +169,70 @@ def parse_pattern(name: str, base_path: str, raw: bytes) -> Pattern:
         raise InvalidPattern(name, ["the file is not UTF-8"]) from None
     data, body = split_front_matter(name, text)
     try:
-        pattern_meta = PatternMeta.model_validate(data)
+        meta = PatternMeta.model_validate(data)
     except ValidationError as exc:
         problems = [
             f"front-matter {'.'.join(map(str, err['loc'])) or 'block'}: {err['msg']}"
             for err in exc.errors(include_url=False, include_input=False)
         ]
         raise InvalidPattern(name, problems) from None
-    template, referenced = compile_template(name, body)
-    if pattern_meta.variables is not None:
-        declared = set(pattern_meta.variables)
-        problems = [
+    sections = []
+    for role, source in _split_sections(name, body):
+        template, referenced = compile_template(name, source)
+        sections.append(Section(role, template, referenced))
+    problems = [
+        f"snippet label {label!r} must be UPPER_CASE"
+        for label in meta.snippets
+        if not _LABEL.match(label)
+    ]
+    last_role = sections[-1].role
+    if meta.user_template and last_role != "user":
+        problems.append("user_template needs the body to end with a '=== user ===' section")
+    if not meta.user_template and len(sections) > 1 and last_role == "user":
+        problems.append("the last section is a user block: set user_template: true to use it")
+    referenced = frozenset().union(*(s.referenced for s in sections))
+    if meta.user_template:
+        referenced -= {USER_PROMPT_VARIABLE}
+    if meta.variables is not None:
+        declared = set(meta.variables)
+        problems += [
             f"variable {v!r} is used but not declared" for v in sorted(referenced - declared)
         ]
         problems += [
             f"variable {v!r} is declared but never used" for v in sorted(declared - referenced)
         ]
-        if problems:
-            raise InvalidPattern(name, problems)
+    if problems:
+        raise InvalidPattern(name, problems)
+    schema, schema_bytes = _load_schema(name, meta.output_schema, read_sibling)
+    # A schema kept in its own file is part of what the pattern sends: hash it too.
+    content_hash = pattern_content_hash(raw + b"\0" + schema_bytes if schema_bytes else raw)
     return Pattern(
         name=name,
         base_path=base_path,
-        content_hash=pattern_content_hash(raw),
-        meta=pattern_meta,
-        template=template,
+        content_hash=content_hash,
+        meta=meta,
+        sections=tuple(sections),
         referenced=referenced,
+        output_schema=schema,
     )
+
+
+def render_pattern(
+    pattern: Pattern, variables: Mapping[str, Any], user_prompt: str
+) -> tuple[str, tuple[Message, ...]]:
+    """Render every section strictly; all missing variables are named at once."""
+    missing = pattern.referenced - variables.keys()
+    if missing:
+        raise MissingVariables(pattern.name, sorted(missing))
+    scope = dict(variables)
+    if pattern.meta.user_template:
+        scope[USER_PROMPT_VARIABLE] = user_prompt
+    rendered = [
+        (s.role, apply_template(pattern.name, s.template, s.referenced, scope))
+        for s in pattern.sections
+    ]
+    system = rendered[0][1] if rendered[0][0] == "system" else ""
+    messages = tuple(
+        Message(role=role, content=text) for role, text in rendered if role != "system"
+    )
+    return system, messages

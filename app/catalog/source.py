@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from app.schemas import ModelParams
+from app.routing.capabilities import Requirement
+from app.schemas import Message, ModelParams
 
 SourceKind = Literal["pattern", "template", "fallback"]
 DATABASE_BASE_PATH = "database"
@@ -13,7 +14,11 @@ DATABASE_BASE_PATH = "database"
 
 @dataclass(frozen=True, slots=True)
 class RenderedSource:
-    """The system text plus everything provenance and the audit record need to prove it."""
+    """The rendered task plus everything provenance and the audit record need to prove it.
+
+    `examples` are the pattern's own messages; `user` is the final user message (the caller's
+    text verbatim, or the pattern's templated user block).
+    """
 
     kind: SourceKind
     name: str
@@ -21,6 +26,11 @@ class RenderedSource:
     content_hash: str
     system: str
     variables: dict[str, Any]
+    user: str
+    examples: tuple[Message, ...] = ()
+    output_schema: dict[str, Any] | None = None
+    requires: tuple[Requirement, ...] = ()
+    snippet_labels: tuple[str, ...] = ()
     model_hint: str | None = None
     params: ModelParams = field(default_factory=ModelParams)
     template_id: int | None = None

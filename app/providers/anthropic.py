@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
 import anthropic
@@ -15,6 +17,22 @@ from app.providers.base import (
     safe_detail,
 )
 from app.schemas import Usage
+
+OUTPUT_TOOL = "emit_output"
+_WRAPPED = "value"
+
+
+def _object_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Tool inputs must be objects: a schema for anything else is wrapped in one."""
+    if schema.get("type") == "object":
+        return dict(schema)
+    return {"type": "object", "properties": {_WRAPPED: dict(schema)}, "required": [_WRAPPED]}
+
+
+def _unwrap(schema: Mapping[str, Any], payload: Any) -> Any:
+    if schema.get("type") == "object" or not isinstance(payload, dict):
+        return payload
+    return payload.get(_WRAPPED)
 
 
 class AnthropicProvider:
@@ -37,6 +55,16 @@ class AnthropicProvider:
             body["system"] = call.system
         if call.params.stop:
             body["stop_sequences"] = call.params.stop
+        if call.output_schema is not None:
+            # Structured output through a forced tool whose input schema is the output schema.
+            body["tools"] = [
+                {
+                    "name": OUTPUT_TOOL,
+                    "description": "Return the result.",
+                    "input_schema": _object_schema(call.output_schema),
+                }
+            ]
+            body["tool_choice"] = {"type": "tool", "name": OUTPUT_TOOL}
         return body
 
     async def complete(self, call: ProviderCall) -> ProviderReply:
@@ -59,6 +87,17 @@ class AnthropicProvider:
                 f"anthropic answered unexpectedly: {safe_detail(exc.message)}", provider=self.name
             ) from None
         text = "".join(block.text for block in message.content if block.type == "text")
+        payload = next(
+            (
+                block.input
+                for block in message.content
+                if block.type == "tool_use" and block.name == OUTPUT_TOOL
+            ),
+            None,
+        )
+        if payload is not None and call.output_schema is not None:
+            payload = _unwrap(call.output_schema, payload)
+            text = json.dumps(payload, ensure_ascii=False)
         usage = message.usage
         return ProviderReply(
             text=text,
@@ -69,6 +108,7 @@ class AnthropicProvider:
                 total_tokens=usage.input_tokens + usage.output_tokens,
             ),
             upstream_request_id=getattr(message, "_request_id", None),
+            payload=payload,
         )
 
     async def aclose(self) -> None:

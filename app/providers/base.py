@@ -6,7 +6,7 @@ import email.utils
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from app.errors import (
     ProviderError,
@@ -27,6 +27,8 @@ class ProviderCall:
     system: str
     messages: tuple[Message, ...]
     params: ModelParams
+    # Set only when the provider is to enforce the schema natively.
+    output_schema: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +37,7 @@ class ProviderReply:
     finish_reason: FinishReason
     usage: Usage
     upstream_request_id: str | None = None
+    payload: Any | None = None  # structured output that arrived already parsed (a tool's input)
 
 
 ALL_PARAMS = frozenset(ModelParams.model_fields)

@@ -37,11 +37,15 @@ class OllamaProvider:
 
     @staticmethod
     def request_kwargs(call: ProviderCall) -> dict[str, Any]:
+        """The /api/chat body: params go in `options` under Ollama's own names."""
         messages = [{"role": "system", "content": call.system}] if call.system else []
         messages += [{"role": m.role, "content": m.content} for m in call.messages]
         params = call.params.model_dump(exclude_none=True)
         options = {_OPTION_NAMES[key]: value for key, value in params.items()}
-        return {"model": call.model, "messages": messages, "options": options, "stream": False}
+        body = {"model": call.model, "messages": messages, "options": options, "stream": False}
+        if call.output_schema is not None:
+            body["format"] = dict(call.output_schema)  # Ollama constrains decoding to the schema
+        return body
 
     async def complete(self, call: ProviderCall) -> ProviderReply:
         try:

@@ -33,7 +33,13 @@ class OpenAIProvider:
         params = call.params.model_dump(exclude_none=True)
         if "max_tokens" in params:  # the current name; `max_tokens` is refused by newer models
             params["max_completion_tokens"] = params.pop("max_tokens")
-        return {"model": call.model, "messages": messages, **params}
+        body: dict[str, Any] = {"model": call.model, "messages": messages, **params}
+        if call.output_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": dict(call.output_schema)},
+            }
+        return body
 
     async def complete(self, call: ProviderCall) -> ProviderReply:
         try:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from app.config import SelectionSource, Settings
-from app.errors import InvalidModel
+from app.errors import CapabilityMissing, InvalidModel
 from app.schemas import ModelChoice
 
 KNOWN_PROVIDERS = ("openai", "anthropic", "ollama")
@@ -36,14 +36,51 @@ class ModelSelectionPolicy:
         "default": "the configured default model (GENAI_DEFAULT_MODEL)",
     }
 
-    def __init__(self, *, order: Sequence[SelectionSource], default_model: str) -> None:
+    def __init__(
+        self,
+        *,
+        order: Sequence[SelectionSource],
+        default_model: str,
+        capable_fallbacks: Sequence[str] = (),
+    ) -> None:
         self.order = tuple(order)
         self.default_model = default_model
-        split_model(default_model)  # fail at start-up, not on the first request
+        self.capable_fallbacks = tuple(capable_fallbacks)
+        for model in (default_model, *capable_fallbacks):
+            split_model(model)  # fail at start-up, not on the first request
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ModelSelectionPolicy:
-        return cls(order=settings.model_selection_order, default_model=settings.default_model)
+        return cls(
+            order=settings.model_selection_order,
+            default_model=settings.default_model,
+            capable_fallbacks=settings.capable_fallback_models,
+        )
+
+    def choose_capable(
+        self, first: ModelChoice, shortfalls: Callable[[ModelChoice], list[str]]
+    ) -> ModelChoice:
+        """Keep `first` if it can serve the request, else the first capable configured fallback.
+
+        `shortfalls(choice)` lists what a model lacks; with no capable model the request is
+        refused before any call.
+        """
+        missing = shortfalls(first)
+        if not missing:
+            return first
+        for model in self.capable_fallbacks:
+            provider, name = split_model(model)
+            candidate = ModelChoice(
+                model=f"{provider}/{name}",
+                provider=provider,
+                name=name,
+                source="capability_fallback",
+                reason=f"{first.model} cannot serve this request ({'; '.join(missing)}); "
+                "first capable model in GENAI_CAPABLE_FALLBACK_MODELS",
+            )
+            if not shortfalls(candidate):
+                return candidate
+        raise CapabilityMissing(first.model, missing)
 
     def choose_model(self, explicit: str | None, hint: str | None) -> ModelChoice:
         candidates: dict[SelectionSource, str | None] = {

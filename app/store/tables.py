@@ -125,3 +125,27 @@ class Job(Base):
     redaction_map: Mapped[dict[str, Any]] = mapped_column(JSONType)
     snippet_ids: Mapped[list[Any]] = mapped_column(JSONType)
     replay_inputs: Mapped[bytes | None] = mapped_column(LargeBinary)
+    # Structured output: every attempt's outcome and issues (redacted), when a schema applied.
+    attempts: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
+
+
+class SnippetRow(Base):
+    """A reusable prompt fragment managed at runtime (file snippets live in patterns/snippets)."""
+
+    __tablename__ = "snippets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    identifier: Mapped[str] = mapped_column(String(100))
+    name: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(Text)
+    tags: Mapped[list[Any]] = mapped_column(JSONType)
+    # `metadata` is reserved on declarative classes, hence the attribute name.
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSONType)
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    updated_at: Mapped[dt.datetime] = mapped_column(
+        DateTime(timezone=True), default=_now, onupdate=_now
+    )
+
+    __table_args__ = (Index("uq_snippets_identifier", "identifier", unique=True),)

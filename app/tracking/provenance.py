@@ -18,6 +18,7 @@ def build_provenance(
     user_prompt: str,
     provider: str,
     model: str,
+    snippet_ids: list[str] | None = None,
 ) -> Provenance:
     """Fingerprint the effective variables (defaults merged) and the verbatim user prompt."""
     return Provenance(
@@ -28,4 +29,5 @@ def build_provenance(
         user_prompt_hash=user_prompt_hash(user_prompt),
         provider=provider,
         model=model,
+        snippet_ids=list(snippet_ids or []),
     )

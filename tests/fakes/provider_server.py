@@ -128,10 +128,21 @@ def _success(provider: Provider, reply: Reply, body: dict[str, Any], n: int) -> 
             "usage": {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o},
         }, headers={"x-request-id": f"req_fake_{n}"})
     if provider == "anthropic":
+        content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        stop = reply.finish or "end_turn"
+        forced = body.get("tool_choice") or {}
+        if forced.get("type") == "tool":  # a forced tool call answers with the tool's input
+            try:
+                tool_input = json.loads(text)
+            except ValueError:
+                tool_input = {}
+            content = [{"type": "tool_use", "id": f"toolu_fake_{n}", "name": forced["name"],
+                        "input": tool_input if isinstance(tool_input, dict) else {}}]
+            stop = reply.finish or "tool_use"
         return JSONResponse({
             "id": f"msg_fake_{n}", "type": "message", "role": "assistant", "model": model,
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": reply.finish or "end_turn", "stop_sequence": None,
+            "content": content,
+            "stop_reason": stop, "stop_sequence": None,
             "usage": {"input_tokens": i, "output_tokens": o},
         }, headers={"request-id": f"req_fake_{n}"})
     payload = {

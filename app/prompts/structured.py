@@ -1,0 +1,107 @@
+"""Structured output: parse a reply as JSON, validate it, and phrase targeted repair feedback.
+
+Errors are classified so a repair can be targeted: `missing` (required fields absent),
+`unknown` (fields the schema does not allow) and `invalid` (present but wrong). The feedback
+states facts and ends with one concrete action; it never says "try again", which invites loops.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft202012Validator, ValidationError
+
+from app.schemas import ValidationIssues
+
+_FENCED = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
+_PROVIDED_LIMIT = 200
+REPAIR_ACTION = (
+    "Return the complete JSON value again with every listed issue fixed and nothing else "
+    "changed; output only the JSON."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Validation:
+    parsed: Any | None
+    issues: ValidationIssues
+
+    @property
+    def valid(self) -> bool:
+        return not (self.issues.invalid or self.issues.missing or self.issues.unknown)
+
+    @property
+    def issue_count(self) -> int:
+        return len(self.issues.invalid) + len(self.issues.missing) + len(self.issues.unknown)
+
+
+def _path(error: ValidationError, extra: str | None = None) -> str:
+    parts = [str(p) for p in error.absolute_path] + ([extra] if extra else [])
+    return ".".join(parts) or "$"
+
+
+def _short(value: Any) -> Any:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return value if len(text) <= _PROVIDED_LIMIT else text[:_PROVIDED_LIMIT] + "…"
+
+
+def _requirement(error: ValidationError) -> str:
+    value = json.dumps(error.validator_value, ensure_ascii=False, default=str)
+    return f"{error.validator}: {value}"
+
+
+def validate_output(schema: Mapping[str, Any], text: str | None, payload: Any = None) -> Validation:
+    """`payload` is already-structured output (a forced tool's input); else `text` is parsed."""
+    if payload is None:
+        raw = text or ""
+        fenced = _FENCED.match(raw)
+        try:
+            payload = json.loads(fenced.group(1) if fenced else raw)
+        except json.JSONDecodeError as exc:
+            issue = {
+                "field": "$",
+                "provided": _short(raw),
+                "problem": f"not valid JSON ({exc.msg})",
+                "requirement": "a single JSON value",
+            }
+            return Validation(None, ValidationIssues(invalid=[issue]))
+    invalid: list[dict[str, Any]] = []
+    missing: list[dict[str, Any]] = []
+    unknown: list[str] = []
+    validator = Draft202012Validator(schema)
+    for error in sorted(validator.iter_errors(payload), key=lambda e: list(map(str, e.path))):
+        if error.validator == "required":
+            present = error.instance if isinstance(error.instance, dict) else {}
+            for name in error.validator_value:
+                if name not in present:
+                    missing.append({"field": _path(error, name), "requirement": "required"})
+        elif error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            allowed = set(error.schema.get("properties", {}))
+            unknown += [_path(error, key) for key in error.instance if key not in allowed]
+        else:
+            invalid.append(
+                {
+                    "field": _path(error),
+                    "provided": _short(error.instance),
+                    "problem": error.message,
+                    "requirement": _requirement(error),
+                }
+            )
+    return Validation(payload, ValidationIssues(invalid=invalid, missing=missing, unknown=unknown))
+
+
+def repair_feedback(validation: Validation) -> str:
+    """The message sent back to the model after an invalid answer; `action` is the last key."""
+    return json.dumps(
+        {
+            "result": "validation_failed",
+            "issues": validation.issues.model_dump(),
+            "issue_count": validation.issue_count,
+            "action": REPAIR_ACTION,
+        },
+        ensure_ascii=False,
+    )

@@ -1,0 +1,86 @@
+"""Provider and model capabilities, read from data files rather than `if` chains on names."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+Requirement = Literal["system_prompt", "structured_output", "tools", "streaming"]
+
+
+class Capabilities(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    supports_system_prompt: bool = True
+    supports_structured_output: bool = False
+    supports_tools: bool = False
+    supports_streaming: bool = False
+    context_tokens: int = Field(default=8192, ge=1)
+    output_tokens: int = Field(default=4096, ge=1)
+
+    def supports(self, requirement: Requirement) -> bool:
+        return bool(getattr(self, f"supports_{requirement}"))
+
+
+class _ProviderEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    models: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class _CapabilityFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    providers: dict[str, _ProviderEntry] = Field(default_factory=dict)
+
+
+def _read(text: str, origin: str) -> _CapabilityFile:
+    try:
+        return _CapabilityFile.model_validate(yaml.safe_load(text) or {})
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise ValueError(f"capabilities file {origin} is invalid: {exc}") from None
+
+
+class CapabilityCatalog:
+    """Shipped capabilities, with a user file layered on top (its entries win)."""
+
+    def __init__(self, layers: list[_CapabilityFile]) -> None:
+        self._providers: dict[str, _ProviderEntry] = {}
+        for layer in layers:
+            for name, entry in layer.providers.items():
+                known = self._providers.setdefault(name, _ProviderEntry())
+                known.defaults.update(entry.defaults)
+                for pattern, values in entry.models.items():
+                    known.models.setdefault(pattern, {}).update(values)
+
+    @classmethod
+    def load(cls, user_file: Path | None = None) -> CapabilityCatalog:
+        shipped = resources.files("app.routing").joinpath("capabilities.yaml").read_text()
+        layers = [_read(shipped, "shipped")]
+        if user_file is not None:
+            layers.append(_read(user_file.read_text(encoding="utf-8"), str(user_file)))
+        catalog = cls(layers)
+        for provider, entry in catalog._providers.items():  # fail at start-up, not per request
+            for pattern, values in [("defaults", {}), *entry.models.items()]:
+                try:
+                    Capabilities.model_validate({**entry.defaults, **values})
+                except ValidationError as exc:
+                    raise ValueError(f"capabilities {provider}/{pattern}: {exc}") from None
+        return catalog
+
+    @staticmethod
+    def _build(entry: _ProviderEntry, model: str) -> Capabilities:
+        matches = sorted((p for p in entry.models if fnmatch.fnmatchcase(model, p)), key=len)
+        values: Mapping[str, Any] = entry.defaults
+        for pattern in matches:  # shorter patterns first, so the most specific wins
+            values = {**values, **entry.models[pattern]}
+        return Capabilities.model_validate(values)
+
+    def for_model(self, provider: str, model: str) -> Capabilities:
+        entry = self._providers.get(provider)
+        return self._build(entry, model) if entry else Capabilities()
