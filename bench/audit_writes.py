@@ -62,25 +62,37 @@ WARMUP = 50
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    source: RenderedSource
-    choice: ModelChoice
-    params: ModelParams
-    prompt: RenderedPrompt
-    provenance: Provenance
-    user_prompt: str
+    """One job's inputs: the request, and what the service's own pipeline built from it."""
+
+    request: RenderRequest
+    built: Any  # GenAIService's prepared record: source, prompt, choice, params, provenance...
 
 
 class Inputs:
-    """Builds what `AuditTrail.start` receives exactly as `GenAIService._prepare` does."""
+    """Builds what `AuditTrail.start` receives with the service's own pipeline.
 
-    def __init__(self) -> None:
-        self.patterns = PatternsAdapter(roots=[REPO_ROOT / "patterns"], defaults={})
-        self.policy = ModelSelectionPolicy(
-            order=DEFAULT_SELECTION_ORDER, default_model="openai/gpt-4o-mini"
+    A runtime is built on the same database only for its `GenAIService`, whose `_prepare`
+    renders the pattern, picks the model and params and fingerprints the provenance exactly
+    as a completion would; its own audit pieces stay idle.
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    @classmethod
+    async def open(cls, url: str, data_dir: Path) -> Inputs:
+        settings = Settings(  # type: ignore[call-arg]
+            _env_file=None,
+            data_dir=data_dir,
+            database_url=url,
+            database_auto_migrate=False,
+            pattern_dir=[REPO_ROOT / "patterns"],
+            pattern_reload_seconds=0,
+            log_level="WARNING",
         )
-        self.defaults = ModelParams(max_tokens=1024)
+        return cls(await build_runtime(settings))
 
-    def prepare(self, i: int) -> Prepared:
+    async def prepare(self, i: int) -> Prepared:
         # A per-job reference keeps fingerprints distinct, as real traffic would.
         request = RenderRequest(
             pattern_key=PATTERN,
@@ -88,38 +100,10 @@ class Inputs:
             user_prompt=f"{USER_PROMPT} Ref {i:06d}.",
             model=MODEL,
         )
-        assert request.pattern_key is not None
-        rendered = self.patterns.apply_template(request.pattern_key, request.variables)
-        pattern = rendered.pattern
-        source = RenderedSource(
-            kind="pattern",
-            name=pattern.name,
-            base_path=pattern.base_path,
-            content_hash=pattern.content_hash,
-            system=rendered.system,
-            variables=rendered.variables,
-            model_hint=pattern.meta.model_hint,
-            params=pattern.meta.params,
-        )
-        choice = self.policy.choose_model(request.model, source.model_hint)
-        prompt = RenderedPrompt(
-            system=source.system, messages=[Message(role="user", content=request.user_prompt)]
-        )
-        params = (
-            self.defaults.overlay(source.params)
-            .overlay(request.params)
-            .only(ProviderRegistry.supported_params(choice.provider))
-        )
-        provenance = build_provenance(
-            pattern_name=source.provenance_name,
-            pattern_base_path=source.base_path,
-            pattern_content_hash=source.content_hash,
-            variables=source.variables,
-            user_prompt=request.user_prompt,
-            provider=choice.provider,
-            model=choice.name,
-        )
-        return Prepared(source, choice, params, prompt, provenance, request.user_prompt)
+        return Prepared(request, await self.runtime.service._prepare(request))
+
+    async def aclose(self) -> None:
+        await self.runtime.aclose()
 
 
 class TimedJobs(JobRepository):
@@ -143,21 +127,36 @@ class CollectingWriter(AuditWriter):
 
 
 async def start_job(trail: AuditTrail, p: Prepared) -> OpenJob:
+    """The call `GenAIService.complete` makes before it calls a provider."""
     return await trail.start(
+        request=p.request,
         request_id=None,
-        source=p.source,
-        choice=p.choice,
-        params=p.params,
-        prompt=p.prompt,
-        provenance=p.provenance,
-        user_prompt=p.user_prompt,
+        source=p.built.source,
+        choice=p.built.choice,
+        params=p.built.params,
+        prompt=p.built.prompt,
+        provenance=p.built.provenance,
+        snippet_ids=p.built.snippets.ids,
+    )
+
+
+def seal(vault: ReplayVault, job_id: str, p: Prepared) -> bytes:
+    """What `start` seals: everything needed to rebuild the prompt."""
+    return vault.seal(
+        job_id,
+        {
+            "variables": p.built.source.variables,
+            "user_prompt": p.request.user_prompt,
+            "instructions": p.request.instructions,
+            "snippets": p.request.snippets,
+        },
     )
 
 
 def reply_for(p: Prepared) -> ProviderReply:
     """What the loopback fake answers: an echo of the user message."""
     return ProviderReply(
-        text="echo: " + p.user_prompt,
+        text="echo: " + p.request.user_prompt,
         finish_reason="stop",
         usage=Usage(input_tokens=412, output_tokens=131, total_tokens=543),
     )

@@ -59,9 +59,9 @@ class AdapterInstructionRegistry:
         found = []
         for provider, task, factory in self._factories:
             if provider in (ANY, context.provider) and task in (ANY, context.task):
-                text = factory(context)
+                text = (factory(context) or "").strip()
                 if text:
-                    found.append(text.strip())
+                    found.append(text)
         return found
 
 

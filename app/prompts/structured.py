@@ -49,6 +49,14 @@ def _short(value: Any) -> Any:
     return value if len(text) <= _PROVIDED_LIMIT else text[:_PROVIDED_LIMIT] + "…"
 
 
+def _problem(error: ValidationError) -> str:
+    """jsonschema's message, without a long instance repeated in it (`provided` has it)."""
+    shown = repr(error.instance)
+    if len(shown) <= _PROVIDED_LIMIT:
+        return error.message
+    return error.message.replace(shown, "the provided value")
+
+
 def _requirement(error: ValidationError) -> str:
     value = json.dumps(error.validator_value, ensure_ascii=False, default=str)
     return f"{error.validator}: {value}"
@@ -76,18 +84,24 @@ def validate_output(schema: Mapping[str, Any], text: str | None, payload: Any = 
     for error in sorted(validator.iter_errors(payload), key=lambda e: list(map(str, e.path))):
         if error.validator == "required":
             present = error.instance if isinstance(error.instance, dict) else {}
-            for name in error.validator_value:
-                if name not in present:
-                    missing.append({"field": _path(error, name), "requirement": "required"})
+            for name in error.validator_value:  # one error per absent name, each listing all
+                entry = {"field": _path(error, name), "requirement": "required"}
+                if name not in present and entry not in missing:
+                    missing.append(entry)
         elif error.validator == "additionalProperties" and isinstance(error.instance, dict):
             allowed = set(error.schema.get("properties", {}))
-            unknown += [_path(error, key) for key in error.instance if key not in allowed]
+            patterns = list(error.schema.get("patternProperties", {}))
+            unknown += [
+                _path(error, key)
+                for key in error.instance
+                if key not in allowed and not any(re.search(p, key) for p in patterns)
+            ]
         else:
             invalid.append(
                 {
                     "field": _path(error),
                     "provided": _short(error.instance),
-                    "problem": error.message,
+                    "problem": _problem(error),
                     "requirement": _requirement(error),
                 }
             )
