@@ -23,18 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from app.audit.trail import AuditTrail, OpenJob, redact_prompt
-from app.catalog import PatternsAdapter
-from app.catalog.source import RenderedSource
-from app.config import DEFAULT_SELECTION_ORDER, AuditSettings
+from app.config import AuditSettings, Settings
 from app.prompts.redaction import Redactor
-from app.providers import ProviderRegistry, ProviderReply
-from app.routing.policy import ModelSelectionPolicy
+from app.providers import ProviderReply
+from app.runtime import Runtime, build_runtime
 from app.schemas import (
-    Message,
-    ModelChoice,
-    ModelParams,
-    Provenance,
-    RenderedPrompt,
     RenderRequest,
     Usage,
 )
@@ -42,7 +35,6 @@ from app.store.db import Database
 from app.store.jobs import AuditWriter, JobRepository
 from app.store.secrets import KEY_BYTES, ReplayVault
 from app.store.tables import Job
-from app.tracking import build_provenance
 from bench._common import (
     MODEL,
     PATTERN,
@@ -162,7 +154,9 @@ def reply_for(p: Prepared) -> ProviderReply:
     )
 
 
-async def run_backend(label: str, url: str, n: int, batch_size: int) -> dict[str, Any]:
+async def run_backend(
+    label: str, url: str, data_dir: Path, n: int, batch_size: int
+) -> dict[str, Any]:
     database = Database(url)
     await database.migrate()
     jobs = TimedJobs(database.sessions)
@@ -174,19 +168,21 @@ async def run_backend(label: str, url: str, n: int, batch_size: int) -> dict[str
     redactor = Redactor(os.urandom(KEY_BYTES))
     vault = ReplayVault(os.urandom(KEY_BYTES))
     trail = AuditTrail(jobs=jobs, writer=collector, redactor=redactor, vault=vault)
-    inputs = Inputs()
+    inputs = await Inputs.open(url, data_dir)
     meter = CpuMeter()
     try:
         # Warm the pool, statement caches and regex engine; these jobs are not counted.
         for i in range(WARMUP):
-            await start_job(trail, inputs.prepare(-1 - i))
+            await start_job(trail, await inputs.prepare(-1 - i))
         jobs.insert_seconds.clear()
+        sample = (await inputs.prepare(0)).built.prompt
+        sizes = (len(sample.system), sum(len(m.content) for m in sample.messages))
 
         # (a) start(): the whole call, and the INSERT transaction inside it.
         total: list[float] = []
         opened: list[tuple[OpenJob, Prepared]] = []
         for i in range(n):
-            p = inputs.prepare(i)
+            p = await inputs.prepare(i)
             started = time.perf_counter()
             job = await start_job(trail, p)
             total.append(time.perf_counter() - started)
@@ -198,10 +194,10 @@ async def run_backend(label: str, url: str, n: int, batch_size: int) -> dict[str
         redaction, sealing = [], []
         for job, p in opened:
             started = time.perf_counter()
-            redact_prompt(redactor, p.prompt)
+            redact_prompt(redactor, p.built.prompt)
             redaction.append(time.perf_counter() - started)
             started = time.perf_counter()
-            vault.seal(job.id, {"variables": p.source.variables, "user_prompt": p.user_prompt})
+            seal(vault, job.id, p)
             sealing.append(time.perf_counter() - started)
 
         # Completions as the service builds them (response redaction + enqueue), timed.
@@ -215,7 +211,7 @@ async def run_backend(label: str, url: str, n: int, batch_size: int) -> dict[str
         # A second set of N pending jobs for the one-transaction-per-record path.
         collector.collected.clear()
         for i in range(n):
-            p = inputs.prepare(n + i)
+            p = await inputs.prepare(n + i)
             job = await start_job(trail, p)
             trail.completed(job, reply_for(p), latency_ms=3.2, upstream_ms=1.1)
         single_changes = list(collector.collected)
@@ -233,12 +229,14 @@ async def run_backend(label: str, url: str, n: int, batch_size: int) -> dict[str
             await jobs.apply([change])
         single_s = time.perf_counter() - started
     finally:
+        await inputs.aclose()
         await database.aclose()
     cpu = meter.summary()
     counts = await job_counts(url)
     return {
         "backend": label,
         "n": n,
+        "sizes": sizes,
         "batch_size": batch_size,
         "start": percentiles_ms(total),
         "start_insert": percentiles_ms(inserts),
@@ -282,6 +280,8 @@ def report(results: list[dict[str, Any]]) -> None:
         )
     for r in results:
         print(f"{r['backend']}: rows by status after the run: {r['counts']}; {r['cpu']}")
+    system, user = results[0]["sizes"]
+    print(f"prompt as sent: system {system} characters, user message(s) {user} characters")
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -290,10 +290,13 @@ async def main(args: argparse.Namespace) -> None:
     if args.backend in ("sqlite", "both"):
         with tempfile.TemporaryDirectory(prefix="genai-bench-") as tmp:
             url = f"sqlite+aiosqlite:///{Path(tmp) / 'genai.db'}"
-            results.append(await run_backend("SQLite", url, args.n, args.batch_size))
+            results.append(await run_backend("SQLite", url, Path(tmp), args.n, args.batch_size))
     if args.backend in ("postgres", "both"):
-        async with scratch_postgres(args.postgres_dsn) as url:
-            results.append(await run_backend("PostgreSQL", url, args.n, args.batch_size))
+        with tempfile.TemporaryDirectory(prefix="genai-bench-") as tmp:
+            async with scratch_postgres(args.postgres_dsn) as url:
+                results.append(
+                    await run_backend("PostgreSQL", url, Path(tmp), args.n, args.batch_size)
+                )
     report(results)
 
 
