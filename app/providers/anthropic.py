@@ -8,13 +8,11 @@ from typing import Any
 
 import anthropic
 
-from app.errors import ProviderError, UpstreamError, UpstreamTimeout
 from app.providers.base import (
     ProviderCall,
     ProviderReply,
-    error_for_status,
     normalize_finish_reason,
-    safe_detail,
+    stainless_errors,
 )
 from app.schemas import Usage
 
@@ -68,24 +66,8 @@ class AnthropicProvider:
         return body
 
     async def complete(self, call: ProviderCall) -> ProviderReply:
-        try:
+        with stainless_errors(self.name, anthropic):
             message = await self._client.messages.create(**self.request_kwargs(call))
-        except anthropic.APITimeoutError:
-            raise UpstreamTimeout("anthropic did not answer in time", provider=self.name) from None
-        except anthropic.APIConnectionError:
-            raise UpstreamError("could not reach anthropic", provider=self.name) from None
-        except anthropic.APIStatusError as exc:
-            raise error_for_status(
-                self.name,
-                exc.status_code,
-                headers=exc.response.headers,
-                request_id=exc.request_id,
-                detail=safe_detail(exc.message),
-            ) from None
-        except anthropic.APIError as exc:
-            raise ProviderError(
-                f"anthropic answered unexpectedly: {safe_detail(exc.message)}", provider=self.name
-            ) from None
         text = "".join(block.text for block in message.content if block.type == "text")
         payload = next(
             (

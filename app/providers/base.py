@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Protocol
 
 from app.errors import (
@@ -135,3 +137,32 @@ def safe_detail(message: object, limit: int = 300) -> str:
     """A short, single-line upstream message for the caller (never a stack trace)."""
     text = " ".join(str(message or "").split())
     return text[:limit]
+
+
+def chat_messages(call: ProviderCall) -> list[dict[str, str]]:
+    """Chat-completions style messages: the system prompt, when there is one, comes first."""
+    messages = [{"role": "system", "content": call.system}] if call.system else []
+    return messages + [{"role": m.role, "content": m.content} for m in call.messages]
+
+
+@contextlib.contextmanager
+def stainless_errors(provider: str, sdk: ModuleType) -> Iterator[None]:
+    """Translate the exceptions of the openai and anthropic SDKs, which share one shape."""
+    try:
+        yield
+    except sdk.APITimeoutError:
+        raise UpstreamTimeout(f"{provider} did not answer in time", provider=provider) from None
+    except sdk.APIConnectionError:
+        raise UpstreamError(f"could not reach {provider}", provider=provider) from None
+    except sdk.APIStatusError as exc:
+        raise error_for_status(
+            provider,
+            exc.status_code,
+            headers=exc.response.headers,
+            request_id=exc.request_id,
+            detail=safe_detail(exc.message),
+        ) from None
+    except sdk.APIError as exc:  # e.g. a body the SDK could not parse
+        raise ProviderError(
+            f"{provider} answered unexpectedly: {safe_detail(exc.message)}", provider=provider
+        ) from None

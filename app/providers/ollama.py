@@ -12,6 +12,7 @@ from app.providers.base import (
     ALL_PARAMS,
     ProviderCall,
     ProviderReply,
+    chat_messages,
     error_for_status,
     normalize_finish_reason,
     safe_detail,
@@ -38,8 +39,7 @@ class OllamaProvider:
     @staticmethod
     def request_kwargs(call: ProviderCall) -> dict[str, Any]:
         """The /api/chat body: params go in `options` under Ollama's own names."""
-        messages = [{"role": "system", "content": call.system}] if call.system else []
-        messages += [{"role": m.role, "content": m.content} for m in call.messages]
+        messages = chat_messages(call)
         params = call.params.model_dump(exclude_none=True)
         options = {_OPTION_NAMES[key]: value for key, value in params.items()}
         body = {"model": call.model, "messages": messages, "options": options, "stream": False}

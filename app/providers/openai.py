@@ -6,14 +6,14 @@ from typing import Any
 
 import openai
 
-from app.errors import ProviderError, UpstreamError, UpstreamTimeout
+from app.errors import UpstreamError
 from app.providers.base import (
     ALL_PARAMS,
     ProviderCall,
     ProviderReply,
-    error_for_status,
+    chat_messages,
     normalize_finish_reason,
-    safe_detail,
+    stainless_errors,
 )
 from app.schemas import Usage
 
@@ -28,8 +28,7 @@ class OpenAIProvider:
     @staticmethod
     def request_kwargs(call: ProviderCall) -> dict[str, Any]:
         """The exact chat.completions body: the system prompt is the first message."""
-        messages = [{"role": "system", "content": call.system}] if call.system else []
-        messages += [{"role": m.role, "content": m.content} for m in call.messages]
+        messages = chat_messages(call)
         params = call.params.model_dump(exclude_none=True)
         if "max_tokens" in params:  # the current name; `max_tokens` is refused by newer models
             params["max_completion_tokens"] = params.pop("max_tokens")
@@ -42,24 +41,8 @@ class OpenAIProvider:
         return body
 
     async def complete(self, call: ProviderCall) -> ProviderReply:
-        try:
+        with stainless_errors(self.name, openai):
             result = await self._client.chat.completions.create(**self.request_kwargs(call))
-        except openai.APITimeoutError:
-            raise UpstreamTimeout("openai did not answer in time", provider=self.name) from None
-        except openai.APIConnectionError:
-            raise UpstreamError("could not reach openai", provider=self.name) from None
-        except openai.APIStatusError as exc:
-            raise error_for_status(
-                self.name,
-                exc.status_code,
-                headers=exc.response.headers,
-                request_id=exc.request_id,
-                detail=safe_detail(exc.message),
-            ) from None
-        except openai.APIError as exc:  # e.g. a body the SDK could not parse
-            raise ProviderError(
-                f"openai answered unexpectedly: {safe_detail(exc.message)}", provider=self.name
-            ) from None
         if not result.choices:
             raise UpstreamError("openai returned no choices", provider=self.name)
         choice = result.choices[0]
