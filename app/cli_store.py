@@ -87,6 +87,9 @@ def templates_create(
         check_new_template(new.name, new.template, new.variables)
     except GenAIError as exc:
         fail(exc)
+    except (OSError, ValueError) as exc:  # unreadable file, bad JSON, invalid name or role
+        typer.echo(f"Error: {exc}", err=True)
+        raise typer.Exit(code=2) from None
 
     async def work(runtime: Runtime) -> str:
         version = await runtime.service.templates.create_version(new)
