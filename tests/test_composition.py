@@ -314,7 +314,7 @@ async def test_an_invalid_answer_is_repaired_with_structured_feedback(
     assert envelope["parsed"] == {"name": "Ada", "age": 36}
     assert envelope["validation"]["attempts"] == 2
     assert envelope["response"]["usage"]["input_tokens"] == 22  # both attempts are counted
-    first, second = fake.calls("openai")
+    _, second = fake.calls("openai")
     repair = second.body["messages"][-2:]
     assert repair[0] == {"role": "assistant", "content": BAD}
     feedback = json.loads(repair[1]["content"])
