@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import httpx
 import pytest
 import structlog
@@ -397,3 +400,26 @@ async def test_openapi_has_stable_operation_ids_and_examples(client: httpx.Async
     assert spec["components"]["schemas"]["RenderRequest"]["examples"]
     completion = spec["paths"]["/v1/completions"]["post"]
     assert {"404", "422", "429", "502", "503", "504"} <= set(completion["responses"])
+
+
+async def test_the_running_service_picks_up_pattern_edits_without_a_restart(
+    fake: FakeProviderServer, tmp_path: Path
+) -> None:
+    root = tmp_path / "patterns"
+    root.mkdir()
+    (root / "hello.md").write_text("---\ndescription: Greet.\n---\nSay hello.\n")
+    request = {"pattern_key": "hello", "user_prompt": "hi"}
+    async with serve_app(
+        settings_for(fake, pattern_dir=[root], pattern_reload_seconds=0.05)
+    ) as http:
+        before = (await http.post("/v1/render", json=request)).json()["prompt"]["system"]
+        (root / "hello.md").write_text("---\ndescription: Greet.\n---\nSay hello warmly.\n")
+        (root / "added.md").write_text("---\ndescription: New.\n---\nNew pattern.\n")
+        for _ in range(200):  # wait for the background re-scan; no timing is asserted
+            after = (await http.post("/v1/render", json=request)).json()["prompt"]["system"]
+            added = await http.get("/v1/patterns/added")
+            if after != before and added.status_code == 200:
+                break
+            await asyncio.sleep(0.02)
+    assert (before, after) == ("Say hello.", "Say hello warmly.")
+    assert added.status_code == 200
