@@ -8,7 +8,6 @@ from typing import Any
 
 import structlog
 from sqlalchemy import func, select, update
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.store.tables import Job
@@ -121,7 +120,7 @@ class AuditWriter:
             try:
                 await self.flush()
                 failures = 0
-            except (SQLAlchemyError, OSError) as exc:
+            except Exception as exc:  # the writer must outlive any failure: log, keep, retry
                 delay = _RETRY_SECONDS[min(failures, len(_RETRY_SECONDS) - 1)]
                 failures += 1
                 log.error(
