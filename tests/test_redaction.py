@@ -329,3 +329,13 @@ def test_output_never_exceeds_limit_nor_leaves_half_tokens(offset: int, tail: st
     if result.truncated:
         assert len(result.text) > MAX_REDACTED_CHARS - 30  # only a token's length is given up
         assert not re.search(r"\[[A-Z_]+_?[0-9a-f]{0,10}…$", result.text)
+
+
+def test_cached_results_equal_fresh_ones_and_the_cache_is_bounded() -> None:
+    texts = [f"Mail user{i}@example.com or call +44 20 7946 09{i:02d}" for i in range(3)]
+    cached = Redactor(b"k" * 32, cache_size=2)
+    fresh = Redactor(b"k" * 32, cache_size=0)
+    for text in texts + texts:
+        assert cached.redact(text) == fresh.redact(text)
+    assert len(cached._cache) == 2 and texts[0] not in cached._cache
+    assert fresh._cache == {}

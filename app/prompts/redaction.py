@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import ipaddress
 import re
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -216,10 +217,14 @@ def _truncate(text: str) -> tuple[str, bool]:
 class Redactor:
     """Replaces personal data with keyed, stable tokens; pure apart from the key it is given."""
 
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes, *, cache_size: int = 1024) -> None:
         if not key:
             raise ValueError("redaction key must not be empty: tokens would be guessable")
         self._key = key
+        # System prompts repeat across requests (same pattern, same variables): results are
+        # cached in memory only, never persisted, and bounded by count.
+        self._cache: OrderedDict[str, RedactionResult] = OrderedDict()
+        self._cache_size = cache_size
 
     def token_for(self, category: Category, value: str) -> str:
         """The token for one value; exposed so callers can look up a known value's token."""
@@ -229,6 +234,18 @@ class Redactor:
 
     def redact(self, text: str) -> RedactionResult:
         """Runs all passes until nothing changes (so re-redacting is a no-op), then truncates."""
+        cached = self._cache.get(text)
+        if cached is not None:
+            self._cache.move_to_end(text)
+            return cached
+        result = self._redact(text)
+        if len(text) <= MAX_REDACTED_CHARS and self._cache_size:
+            self._cache[text] = result
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return result
+
+    def _redact(self, text: str) -> RedactionResult:
         previous = None
         while text != previous:
             previous = text
