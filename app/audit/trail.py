@@ -23,7 +23,6 @@ from app.schemas import (
 )
 from app.store.jobs import AuditWriter, JobRepository
 from app.store.secrets import ReplayVault
-from app.store.tables import Job
 
 
 def _now() -> dt.datetime:
@@ -93,7 +92,7 @@ class AuditTrail:
                     "snippets": request.snippets,
                 },
             )
-        job = Job(
+        job = dict(
             id=job_id,
             request_id=request_id,
             created_at=_now(),
@@ -115,6 +114,7 @@ class AuditTrail:
             redaction_map=tokens,
             snippet_ids=list(snippet_ids),
             replay_inputs=replay,
+            attempts=None,
         )
         try:
             await self.jobs.insert(job)
