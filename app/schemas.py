@@ -111,6 +111,18 @@ class Usage(_Frozen):
     output_tokens: int | None = None
     total_tokens: int | None = None
 
+    def plus(self, other: Usage) -> Usage:
+        """Usage over several calls; unknown (None) stays unknown."""
+
+        def add(a: int | None, b: int | None) -> int | None:
+            return None if a is None or b is None else a + b
+
+        return Usage(
+            input_tokens=add(self.input_tokens, other.input_tokens),
+            output_tokens=add(self.output_tokens, other.output_tokens),
+            total_tokens=add(self.total_tokens, other.total_tokens),
+        )
+
 
 FinishReason = Literal["stop", "length", "content_filter", "tool_calls", "other"]
 

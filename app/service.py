@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import time
 from dataclasses import dataclass
@@ -326,7 +327,7 @@ class GenAIService:
                 output_schema=schema if prepared.native_schema else None,
             )
             reply = await self.retry.run(functools.partial(provider.complete, call))
-            usage = _add_usage(usage, reply.usage)
+            usage = usage.plus(reply.usage)
             if schema is None:
                 return reply, None, None
             validation = validate_output(schema, reply.text, reply.payload)
@@ -341,8 +342,8 @@ class GenAIService:
             mode = "native" if prepared.native_schema else "instructions"
             if validation.valid:
                 outcome = StructuredOutcome(valid=True, attempts=attempt, mode=mode)
-                total = _replace_usage(reply, usage)
-                return total, validation.parsed, outcome
+                # What the caller pays for: usage summed over every attempt.
+                return dataclasses.replace(reply, usage=usage), validation.parsed, outcome
             messages += [
                 Message(role="assistant", content=reply.text),
                 Message(role="user", content=repair_feedback(validation)),
@@ -371,24 +372,3 @@ class GenAIService:
         structlog.contextvars.bind_contextvars(upstream_ms=upstream_ms, error_type=exc.error_type)
         exc.job_id = job.id
 
-
-def _add_usage(total: Usage, more: Usage) -> Usage:
-    def plus(a: int | None, b: int | None) -> int | None:
-        return None if a is None or b is None else a + b
-
-    return Usage(
-        input_tokens=plus(total.input_tokens, more.input_tokens),
-        output_tokens=plus(total.output_tokens, more.output_tokens),
-        total_tokens=plus(total.total_tokens, more.total_tokens),
-    )
-
-
-def _replace_usage(reply: ProviderReply, usage: Usage) -> ProviderReply:
-    """The last reply, with usage summed over every attempt (what the caller pays for)."""
-    return ProviderReply(
-        text=reply.text,
-        finish_reason=reply.finish_reason,
-        usage=usage,
-        upstream_request_id=reply.upstream_request_id,
-        payload=reply.payload,
-    )
