@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import asyncpg
 import httpx
 import pytest
+import structlog
 
+from app.config import get_settings
 from tests.fakes.provider_server import FakeProviderServer, running_fake_provider
 from tests.support import serve_app, settings_for
 
@@ -85,3 +87,23 @@ def fake(fake_server: FakeProviderServer) -> FakeProviderServer:
 async def client(fake: FakeProviderServer) -> AsyncIterator[httpx.AsyncClient]:
     async with serve_app(settings_for(fake)) as http:
         yield http
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
+    """For in-process `genai` runs: a clean working directory (no stray .env), fresh cached
+    settings, and structlog restored afterwards (the CLI points it at the runner's stderr).
+    Yields a setter for GENAI_* variables."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GENAI_LOG_JSON", "true")
+    logging_config = structlog.get_config()
+    get_settings.cache_clear()
+
+    def use(**env: str) -> None:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        get_settings.cache_clear()
+
+    yield use
+    get_settings.cache_clear()
+    structlog.configure(**logging_config)

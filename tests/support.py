@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from click.testing import Result
 from fastapi import FastAPI
+from typer.testing import CliRunner
 
+from app.cli import cli
 from app.config import AnthropicSettings, OllamaSettings, OpenAISettings, Settings, UpstreamSettings
 from app.main import create_app
 from tests.fakes.provider_server import FakeProviderServer
@@ -69,3 +72,8 @@ async def running_app(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.
 async def serve_app(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     async with running_app(settings) as (_, http):
         yield http
+
+
+def run_cli(*args: str) -> Result:
+    """`genai ARGS…` in-process; pair it with the `cli_env` fixture."""
+    return CliRunner().invoke(cli, list(args))

@@ -5,17 +5,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-import structlog
-from typer.testing import CliRunner
 
-from app.cli import cli
-from app.config import get_settings
 from app.tracking import pattern_content_hash, user_prompt_hash, variables_hash
+from tests.support import run_cli as run
 
 FINGERPRINT = re.compile(r"^sha256:[0-9a-f]{64}$")
 
@@ -43,29 +39,16 @@ Hello {{ name }}.
 
 
 @pytest.fixture
-def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def root(tmp_path: Path, cli_env: Callable[..., None]) -> Path:
     """A pattern root named by GENAI_PATTERN_DIR, with settings and logging isolated."""
     pattern_root = tmp_path / "patterns"
     (pattern_root / "email").mkdir(parents=True)
     (pattern_root / "classify.md").write_text(CLASSIFY, encoding="utf-8")
     (pattern_root / "email" / "greet.md").write_text(GREET, encoding="utf-8")
-    for key in list(os.environ):
-        if key.startswith(("GENAI_", "OPENAI_", "ANTHROPIC_", "OLLAMA_")):
-            monkeypatch.delenv(key)
-    monkeypatch.chdir(tmp_path)  # no stray .env
-    monkeypatch.setenv("GENAI_PATTERN_DIR", str(pattern_root))
-    monkeypatch.setenv("GENAI_LOG_JSON", "true")
-    logging_config = structlog.get_config()
-    get_settings.cache_clear()
-    yield pattern_root
-    get_settings.cache_clear()
-    # The CLI configures structlog to write to the runner's (now discarded) stderr.
-    structlog.configure(**logging_config)
+    cli_env(GENAI_PATTERN_DIR=str(pattern_root))
+    return pattern_root
 
 
-def run(*args: str) -> Any:
-    result = CliRunner().invoke(cli, list(args))
-    return result
 
 
 def write(root: Path, name: str, text: str) -> None:

@@ -4,20 +4,15 @@ precedence, and the API and CLI on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import structlog
 from structlog.testing import capture_logs
-from typer.testing import CliRunner, Result
 
 from app.catalog import PatternsAdapter
-from app.cli import cli
-from app.config import get_settings
 from app.errors import InvalidSnippetLabels, SnippetExists, SnippetNotFound
 from app.schemas import SnippetIn
 from app.snippets import SnippetLibrary
@@ -28,6 +23,7 @@ from app.store.db import Database
 from app.store.tables import SnippetRow
 from tests.fakes.provider_server import FakeProviderServer
 from tests.support import SHIPPED_PATTERNS, serve_app, settings_for
+from tests.support import run_cli as run
 
 FORMAL = "---\nname: Formal\ntags: [tone, formal]\n---\nBe formal.\n"
 NOVA = (
@@ -454,37 +450,25 @@ async def test_api_inactive_snippets_and_delete(http: httpx.AsyncClient) -> None
 
 
 @pytest.fixture
-def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database_url: str) -> Iterator[Path]:
-    """GENAI_* aimed at the test database and a root with one file snippet (as in
-    tests/test_templates.py)."""
+def cli_db(tmp_path: Path, cli_env: Callable[..., None], database_url: str) -> Path:
+    """GENAI_* aimed at the test database and a root with one file snippet."""
     pattern_root = tmp_path / "patterns"
     pattern_root.mkdir(exist_ok=True)
     (pattern_root / "greet.md").write_text("---\ndescription: Greet.\n---\nHello {{ name }}.\n")
     write(pattern_root, "formal", FORMAL)
-    for key in list(os.environ):
-        if key.startswith(("GENAI_", "OPENAI_", "ANTHROPIC_", "OLLAMA_")) and not key.startswith(
-            "GENAI_TEST_"
-        ):
-            monkeypatch.delenv(key)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("GENAI_DATABASE_URL", database_url)
-    monkeypatch.setenv("GENAI_DATABASE_AUTO_MIGRATE", "true")
-    monkeypatch.setenv("GENAI_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("GENAI_PATTERN_DIR", str(pattern_root))
-    monkeypatch.setenv("GENAI_LOG_JSON", "true")
-    logging_config = structlog.get_config()
-    get_settings.cache_clear()
-    yield tmp_path
-    get_settings.cache_clear()
-    structlog.configure(**logging_config)
+    cli_env(
+        GENAI_DATABASE_URL=database_url,
+        GENAI_DATABASE_AUTO_MIGRATE="true",
+        GENAI_DATA_DIR=str(tmp_path / "data"),
+        GENAI_PATTERN_DIR=str(pattern_root),
+    )
+    return tmp_path
 
 
-def run(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args))
 
 
-def test_cli_create_list_show_and_delete(cli_env: Path) -> None:
-    text = cli_env / "nova.txt"
+def test_cli_create_list_show_and_delete(cli_db: Path) -> None:
+    text = cli_db / "nova.txt"
     text.write_text("You are Nova.\n", encoding="utf-8")
     created = run(
         "snippets", "create", "nova", "--name", "Nova", "--file", str(text),
@@ -514,8 +498,8 @@ def test_cli_create_list_show_and_delete(cli_env: Path) -> None:
     assert json.loads(gone.stderr)["error"]["type"] == "snippet_not_found"
 
 
-def test_cli_rejects_bad_input_before_touching_the_database(cli_env: Path) -> None:
-    text = cli_env / "x.txt"
+def test_cli_rejects_bad_input_before_touching_the_database(cli_db: Path) -> None:
+    text = cli_db / "x.txt"
     text.write_text("X.", encoding="utf-8")
     not_object = run("snippets", "create", "x", "--name", "X", "-f", str(text), "--metadata", "[1]")
     assert not_object.exit_code == 2 and "JSON object" in not_object.output

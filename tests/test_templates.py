@@ -5,24 +5,20 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import structlog
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import create_async_engine
-from typer.testing import CliRunner, Result
 
-from app.cli import cli
-from app.config import get_settings
 from app.store.tables import PromptTemplate
 from app.tracking import canonical_json, sha256_hex
 from tests.fakes.provider_server import FakeProviderServer
+from tests.support import run_cli as run
 from tests.support import serve_app, settings_for
 
 SEPARATOR = "--- STRUCTURE BLUEPRINT INSTRUCTIONS ---"
@@ -500,38 +496,25 @@ async def test_whitespace_only_instructions_add_no_separator(http: httpx.AsyncCl
 
 
 @pytest.fixture
-def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database_url: str) -> Iterator[Path]:
-    """GENAI_* aimed at the test database and a tiny pattern root; settings and logging
-    isolated (as in tests/test_cli.py)."""
+def cli_db(tmp_path: Path, cli_env: Callable[..., None], database_url: str) -> Path:
+    """GENAI_* aimed at the test database and a tiny pattern root."""
     pattern_root = tmp_path / "patterns"
     pattern_root.mkdir()
     (pattern_root / "greet.md").write_text(
         "---\ndescription: Greet someone.\n---\nHello {{ name }}.\n", encoding="utf-8"
     )
-    for key in list(os.environ):
-        if key.startswith(("GENAI_", "OPENAI_", "ANTHROPIC_", "OLLAMA_")) and not key.startswith(
-            "GENAI_TEST_"
-        ):
-            monkeypatch.delenv(key)
-    monkeypatch.chdir(tmp_path)  # no stray .env
-    monkeypatch.setenv("GENAI_DATABASE_URL", database_url)
-    monkeypatch.setenv("GENAI_DATABASE_AUTO_MIGRATE", "true")
-    monkeypatch.setenv("GENAI_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("GENAI_PATTERN_DIR", str(pattern_root))
-    monkeypatch.setenv("GENAI_LOG_JSON", "true")
-    logging_config = structlog.get_config()
-    get_settings.cache_clear()
-    yield tmp_path
-    get_settings.cache_clear()
-    # The CLI configures structlog to write to the runner's (now discarded) stderr.
-    structlog.configure(**logging_config)
+    cli_env(
+        GENAI_DATABASE_URL=database_url,
+        GENAI_DATABASE_AUTO_MIGRATE="true",
+        GENAI_DATA_DIR=str(tmp_path / "data"),
+        GENAI_PATTERN_DIR=str(pattern_root),
+    )
+    return tmp_path
 
 
-def run(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args))
 
 
-def test_cli_db_upgrade_migrates_the_configured_database(cli_env: Path) -> None:
+def test_cli_db_upgrade_migrates_the_configured_database(cli_db: Path) -> None:
     result = run("db", "upgrade")
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("migrated ")
@@ -539,7 +522,7 @@ def test_cli_db_upgrade_migrates_the_configured_database(cli_env: Path) -> None:
     assert run("db", "upgrade").exit_code == 0
 
 
-def test_cli_db_new_key_prints_base64_of_32_bytes(cli_env: Path) -> None:
+def test_cli_db_new_key_prints_base64_of_32_bytes(cli_db: Path) -> None:
     first, second = run("db", "new-key"), run("db", "new-key")
     assert first.exit_code == 0, first.output
     keys = [first.stdout.strip(), second.stdout.strip()]
@@ -547,8 +530,8 @@ def test_cli_db_new_key_prints_base64_of_32_bytes(cli_env: Path) -> None:
     assert keys[0] != keys[1]
 
 
-def test_cli_create_list_activate_and_show_templates(cli_env: Path) -> None:
-    body = cli_env / "reply.j2"
+def test_cli_create_list_activate_and_show_templates(cli_db: Path) -> None:
+    body = cli_db / "reply.j2"
     body.write_text("Hello {{ a }}.", encoding="utf-8")
     first = run("templates", "create", "reply", "writer", "--file", str(body), "--variable", "a")
     assert first.exit_code == 0, first.output
@@ -580,8 +563,8 @@ def test_cli_create_list_activate_and_show_templates(cli_env: Path) -> None:
     assert (stored["template"], stored["active"]) == ("Hello {{ a }}.", False)
 
 
-def test_cli_refuses_an_invalid_template_or_unknown_version(cli_env: Path) -> None:
-    body = cli_env / "bad.j2"
+def test_cli_refuses_an_invalid_template_or_unknown_version(cli_db: Path) -> None:
+    body = cli_db / "bad.j2"
     body.write_text("Hello {{ b }}.", encoding="utf-8")
     bad = run("templates", "create", "reply", "writer", "--file", str(body), "--variable", "a")
     assert bad.exit_code == 1
@@ -592,8 +575,8 @@ def test_cli_refuses_an_invalid_template_or_unknown_version(cli_env: Path) -> No
     assert run("templates", "list").stdout == ""
 
 
-def test_cli_check_drift_exits_0_when_nothing_drifted(cli_env: Path) -> None:
-    body = cli_env / "reply.j2"
+def test_cli_check_drift_exits_0_when_nothing_drifted(cli_db: Path) -> None:
+    body = cli_db / "reply.j2"
     body.write_text("Hello {{ a }}.", encoding="utf-8")
     assert run("templates", "create", "reply", "writer", "-f", str(body), "-v", "a").exit_code == 0
     result = run("templates", "check-drift")
