@@ -1,7 +1,8 @@
 """The audit trail's cost on the request path, on SQLite and PostgreSQL.
 
 (a) `AuditTrail.start`: redaction + sealing of the replay inputs + the pending INSERT, per job
-    (p50/p95/p99 ms, the INSERT timed separately inside the same call);
+    (p50/p95/p99 ms, the INSERT timed separately inside the same call), with a system prompt
+    repeated across jobs (the Redactor's cache serves it) and with a distinct one per job;
 (b) completing records: `AuditWriter` batches (submit N, then `flush()`) versus one UPDATE
     transaction per record (`JobRepository.apply([change])` N times), in records/s.
 
@@ -34,8 +35,8 @@ from app.schemas import (
 from app.store.db import Database
 from app.store.jobs import AuditWriter, JobRepository
 from app.store.secrets import KEY_BYTES, ReplayVault
-from app.store.tables import Job
 from bench._common import (
+    CONTEXT,
     MODEL,
     PATTERN,
     POSTGRES_ADMIN_DSN,
@@ -84,11 +85,15 @@ class Inputs:
         )
         return cls(await build_runtime(settings))
 
-    async def prepare(self, i: int) -> Prepared:
-        # A per-job reference keeps fingerprints distinct, as real traffic would.
+    async def prepare(self, i: int, *, distinct_system: bool) -> Prepared:
+        """Job `i`: its user prompt carries a reference of its own, and with `distinct_system`
+        so does the rendered system prompt (another ticket number in the context)."""
+        variables = VARIABLES
+        if distinct_system:
+            variables = {**VARIABLES, "context": CONTEXT.replace("48213", f"{i % 100_000:05d}")}
         request = RenderRequest(
             pattern_key=PATTERN,
-            variables=VARIABLES,
+            variables=variables,
             user_prompt=f"{USER_PROMPT} Ref {i:06d}.",
             model=MODEL,
         )
@@ -103,7 +108,7 @@ class TimedJobs(JobRepository):
 
     insert_seconds: list[float]
 
-    async def insert(self, job: Job) -> None:
+    async def insert(self, job: Any) -> None:
         started = time.perf_counter()
         await super().insert(job)
         self.insert_seconds.append(time.perf_counter() - started)
@@ -154,6 +159,24 @@ def reply_for(p: Prepared) -> ProviderReply:
     )
 
 
+async def timed_starts(
+    trail: AuditTrail, jobs: TimedJobs, inputs: Inputs, ids: range, distinct: bool
+) -> tuple[dict[str, list[float]], list[tuple[OpenJob, Prepared]]]:
+    """`start()` per job: its wall time, and the INSERT transaction's share of it."""
+    jobs.insert_seconds.clear()
+    total: list[float] = []
+    opened: list[tuple[OpenJob, Prepared]] = []
+    for i in ids:
+        p = await inputs.prepare(i, distinct_system=distinct)
+        started = time.perf_counter()
+        job = await start_job(trail, p)
+        total.append(time.perf_counter() - started)
+        opened.append((job, p))
+    inserts = list(jobs.insert_seconds)
+    rest = [t - s for t, s in zip(total, inserts, strict=True)]
+    return {"total": total, "insert": inserts, "rest": rest}, opened
+
+
 async def run_backend(
     label: str, url: str, data_dir: Path, n: int, batch_size: int
 ) -> dict[str, Any]:
@@ -173,28 +196,21 @@ async def run_backend(
     try:
         # Warm the pool, statement caches and regex engine; these jobs are not counted.
         for i in range(WARMUP):
-            await start_job(trail, await inputs.prepare(-1 - i))
-        jobs.insert_seconds.clear()
-        sample = (await inputs.prepare(0)).built.prompt
+            await start_job(trail, await inputs.prepare(-1 - i, distinct_system=True))
+        sample = (await inputs.prepare(0, distinct_system=False)).built.prompt
         sizes = (len(sample.system), sum(len(m.content) for m in sample.messages))
 
-        # (a) start(): the whole call, and the INSERT transaction inside it.
-        total: list[float] = []
-        opened: list[tuple[OpenJob, Prepared]] = []
-        for i in range(n):
-            p = await inputs.prepare(i)
-            started = time.perf_counter()
-            job = await start_job(trail, p)
-            total.append(time.perf_counter() - started)
-            opened.append((job, p))
-        inserts = list(jobs.insert_seconds)
-        rest = [t - s for t, s in zip(total, inserts, strict=True)]
+        # (a) start(): one pattern with the same variables for every job (its rendered system
+        # prompt repeats, so a redaction cache can serve it), then a distinct one per job.
+        same, same_jobs = await timed_starts(trail, jobs, inputs, range(n), distinct=False)
+        fresh, fresh_jobs = await timed_starts(trail, jobs, inputs, range(n, 2 * n), True)
 
-        # The CPU parts alone, on the same inputs: redaction, then AES-GCM sealing.
+        # The CPU parts alone, on distinct prompts with a fresh Redactor (nothing cached).
+        plain = Redactor(os.urandom(KEY_BYTES))
         redaction, sealing = [], []
-        for job, p in opened:
+        for job, p in fresh_jobs:
             started = time.perf_counter()
-            redact_prompt(redactor, p.built.prompt)
+            redact_prompt(plain, p.built.prompt)
             redaction.append(time.perf_counter() - started)
             started = time.perf_counter()
             seal(vault, job.id, p)
@@ -202,19 +218,11 @@ async def run_backend(
 
         # Completions as the service builds them (response redaction + enqueue), timed.
         completing = []
-        for job, p in opened:
+        for job, p in same_jobs + fresh_jobs:
             started = time.perf_counter()
             trail.completed(job, reply_for(p), latency_ms=3.2, upstream_ms=1.1)
             completing.append(time.perf_counter() - started)
-        batched_changes = list(collector.collected)
-
-        # A second set of N pending jobs for the one-transaction-per-record path.
-        collector.collected.clear()
-        for i in range(n):
-            p = await inputs.prepare(n + i)
-            job = await start_job(trail, p)
-            trail.completed(job, reply_for(p), latency_ms=3.2, upstream_ms=1.1)
-        single_changes = list(collector.collected)
+        batched_changes, single_changes = collector.collected[:n], collector.collected[n:]
 
         # (b1) AuditWriter: submit all, then flush in batches of `batch_size`.
         started = time.perf_counter()
@@ -238,9 +246,8 @@ async def run_backend(
         "n": n,
         "sizes": sizes,
         "batch_size": batch_size,
-        "start": percentiles_ms(total),
-        "start_insert": percentiles_ms(inserts),
-        "start_cpu": percentiles_ms(rest),
+        **{f"same_{key}": percentiles_ms(values) for key, values in same.items()},
+        **{f"fresh_{key}": percentiles_ms(values) for key, values in fresh.items()},
         "redaction": percentiles_ms(redaction),
         "sealing": percentiles_ms(sealing),
         "completed_call": percentiles_ms(completing),
@@ -259,11 +266,14 @@ def report(results: list[dict[str, Any]]) -> None:
     print("| backend | part | p50 | p95 | p99 |")
     print("|---|---|---:|---:|---:|")
     parts = (
-        ("start", "start() total"),
-        ("start_insert", "  pending INSERT transaction"),
-        ("start_cpu", "  redaction + sealing + record"),
-        ("redaction", "  (redaction alone)"),
-        ("sealing", "  (sealing alone)"),
+        ("same_total", "start(), repeated system prompt"),
+        ("same_insert", "  pending INSERT transaction"),
+        ("same_rest", "  redaction + sealing + record"),
+        ("fresh_total", "start(), distinct system prompt per job"),
+        ("fresh_insert", "  pending INSERT transaction"),
+        ("fresh_rest", "  redaction + sealing + record"),
+        ("redaction", "redaction alone, uncached (system + user)"),
+        ("sealing", "sealing alone (AES-GCM)"),
         ("completed_call", "completed(): response redaction + enqueue"),
     )
     for r in results:

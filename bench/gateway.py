@@ -26,7 +26,7 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,13 +97,18 @@ def serve_in_thread(app: ASGIApp, name: str, **options: Any) -> Iterator[str]:
 
 
 async def drive(
-    client: httpx.AsyncClient, name: str, url: str, body: dict[str, Any], total: int, workers: int
+    clients: Sequence[httpx.AsyncClient],
+    name: str,
+    url: str,
+    body: dict[str, Any],
+    total: int,
+    workers: int,
 ) -> Run:
     """`total` POSTs, `workers` at a time (a closed loop); latency per request."""
     run = Run(name, total, workers)
     todo = iter(range(total))
 
-    async def worker() -> None:
+    async def worker(client: httpx.AsyncClient) -> None:
         for _ in todo:
             started = time.perf_counter()
             response = await client.post(url, json=body)
@@ -113,7 +118,7 @@ async def drive(
                 run.first_error = run.first_error or f"{response.status_code} {response.text}"
 
     started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(workers)))
+    await asyncio.gather(*(worker(clients[i % len(clients)]) for i in range(workers)))
     run.seconds = time.perf_counter() - started
     return run
 
@@ -149,11 +154,19 @@ REQUEST = {
 }
 
 
-async def measure(gateway: str, fake: str, requests: int, concurrency: int) -> list[Run]:
-    """Warm up, then run (a), (b) and (c) in turn with one client."""
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+async def measure(
+    gateway: str, fake: str, requests: int, concurrency: int, client_per_worker: bool = False
+) -> list[Run]:
+    """Warm up, then run (a), (b) and (c) in turn: one shared client, or one per worker."""
+    count, per_client = (concurrency, 1) if client_per_worker else (1, concurrency)
+    limits = httpx.Limits(max_connections=per_client, max_keepalive_connections=per_client)
     runs = []
-    async with httpx.AsyncClient(timeout=30, limits=limits) as client:
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [
+            await stack.enter_async_context(httpx.AsyncClient(timeout=30, limits=limits))
+            for _ in range(count)
+        ]
+        client = clients[0]
         rendered = await client.post(f"{gateway}/v1/render", json=REQUEST)
         rendered.raise_for_status()
         render = rendered.json()
@@ -161,8 +174,12 @@ async def measure(gateway: str, fake: str, requests: int, concurrency: int) -> l
         direct = {
             "model": render["model_choice"]["name"],
             "messages": [
-                {"role": "system", "content": render["prompt"]["system"]},
-                {"role": "user", "content": USER_PROMPT},
+                {"role": m["role"], "content": m["content"]}
+                for m in [
+                    {"role": "system", "content": render["prompt"]["system"]},
+                    *render["prompt"]["messages"],
+                ]
+                if m["content"]
             ],
             **{k: v for k, v in render["params"].items() if v is not None},
         }
@@ -172,9 +189,9 @@ async def measure(gateway: str, fake: str, requests: int, concurrency: int) -> l
             ("(c) fake provider directly", f"{fake}/v1/chat/completions", direct),
         )
         for name, url, body in scenarios:
-            await drive(client, name, url, body, WARMUP, concurrency)
+            await drive(clients, name, url, body, WARMUP, concurrency)
             meter = CpuMeter()
-            run = await drive(client, name, url, body, requests, concurrency)
+            run = await drive(clients, name, url, body, requests, concurrency)
             run.cpu = meter.summary()
             runs.append(run)
     return runs
@@ -192,12 +209,19 @@ async def main(args: argparse.Namespace) -> None:
                 # As `genai serve` runs it: uvicorn's default loop (uvloop) and HTTP parser.
                 app = create_app(settings)
                 with serve_in_thread(app, "gateway", access_log=False, lifespan="on") as gateway:
-                    runs = await measure(gateway, fake.base_url, args.requests, args.concurrency)
+                    runs = await measure(
+                        gateway,
+                        fake.base_url,
+                        args.requests,
+                        args.concurrency,
+                        args.client_per_worker,
+                    )
                 counts = await job_counts(pg_url or settings.resolved_database_url)
             finally:
                 shutil.rmtree(settings.data_dir, ignore_errors=True)
-    fake_kind = "tests' running_fake_provider" if args.stock_fake else "no-Nagle fake"
-    report(runs, counts, "PostgreSQL" if args.postgres else "SQLite", fake_kind)
+    setup = "tests' running_fake_provider" if args.stock_fake else "no-Nagle fake"
+    setup += ", one client per worker" if args.client_per_worker else ", one shared client"
+    report(runs, counts, "PostgreSQL" if args.postgres else "SQLite", setup)
 
 
 def report(runs: list[Run], counts: dict[str, int], backend: str, fake: str) -> None:
@@ -235,6 +259,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--stock-fake",
         action="store_true",
         help="use tests.fakes.provider_server.running_fake_provider as is (Nagle stalls)",
+    )
+    parser.add_argument(
+        "--client-per-worker",
+        action="store_true",
+        help="one httpx.AsyncClient per worker instead of one shared (its pool slows under load)",
     )
     return parser.parse_args(argv)
 

@@ -41,8 +41,16 @@ class Database:
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         if self.is_sqlite and parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        options: dict[str, Any] = {} if self.is_sqlite else {"pool_size": 10, "max_overflow": 10}
-        self.engine: AsyncEngine = create_async_engine(url, pool_pre_ping=True, **options)
+        # SQLite allows one writer: a single pooled connection queues work fairly in-process
+        # instead of letting transactions collide on the file lock (seen as multi-second tails
+        # and "database is locked" under load). PostgreSQL gets a real pool, pinged on checkout
+        # so a restarted server costs no failed request.
+        options: dict[str, Any] = (
+            {"pool_size": 1, "max_overflow": 0, "pool_timeout": 30}
+            if self.is_sqlite
+            else {"pool_size": 10, "max_overflow": 10, "pool_pre_ping": True}
+        )
+        self.engine: AsyncEngine = create_async_engine(url, **options)
         if self.is_sqlite:
             event.listen(self.engine.sync_engine, "connect", _tune_sqlite)
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)

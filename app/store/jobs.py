@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.store.tables import Job
 
 log = structlog.get_logger(__name__)
+_INSERT_JOB = insert(Job.metadata.tables[Job.__tablename__])
 
 _RETRY_SECONDS = (0.05, 0.2, 1.0, 5.0)  # a failed flush waits this long, then the last, repeatedly
 
@@ -24,10 +25,11 @@ class JobRepository:
     async def insert(self, job: dict[str, Any]) -> None:
         """One small transaction, committed before the provider is called.
 
-        A Core INSERT of a dict skips the ORM unit of work, the costliest part of this write.
+        A prebuilt Core INSERT with the row as parameters: measured faster than both the ORM
+        unit of work and a per-call `insert().values()` (bench/README.md).
         """
         async with self._sessions.begin() as session:
-            await session.execute(insert(Job).values(**job))
+            await session.execute(_INSERT_JOB, job)
 
     async def apply(self, changes: list[dict[str, Any]]) -> None:
         """Many completions in one transaction (bulk UPDATE by primary key)."""

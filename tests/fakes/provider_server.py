@@ -256,7 +256,9 @@ class FakeProviderServer:
 def running_fake_provider() -> Iterator[FakeProviderServer]:
     """Serve a ``FakeProviderServer`` on an ephemeral loopback port in a background thread."""
     fake = FakeProviderServer()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: only then does asyncio set TCP_NODELAY, without which every reply on
+    # a kept-alive connection waits ~40 ms for the client's delayed ACK.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(fake.app, host="127.0.0.1", port=port, log_level="warning",
