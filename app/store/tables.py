@@ -1,4 +1,4 @@
-"""The database tables: versioned prompt templates and the job audit record."""
+"""The database tables: versioned prompt templates, snippets and the job audit record."""
 
 from __future__ import annotations
 
@@ -50,7 +50,14 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
         return value
 
 
-class PromptTemplate(Base):
+class _Timestamps:
+    """Creation and last-change times, as UTC on every backend."""
+
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now, onupdate=_now)
+
+
+class PromptTemplate(_Timestamps, Base):
     """One immutable version of a template; a change is a new row with the next version."""
 
     __tablename__ = "prompt_templates"
@@ -65,8 +72,6 @@ class PromptTemplate(Base):
     checksum: Mapped[str] = mapped_column(String(71))
     blueprint_schema: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
     blueprint_instructions: Mapped[str | None] = mapped_column(Text, nullable=True)
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now)
-    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now, onupdate=_now)
 
     __table_args__ = (
         Index("uq_prompt_templates_version", "name", "role", "version", unique=True),
@@ -129,7 +134,7 @@ class Job(Base):
     attempts: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
 
 
-class SnippetRow(Base):
+class SnippetRow(_Timestamps, Base):
     """A reusable prompt fragment managed at runtime (file snippets live in patterns/snippets)."""
 
     __tablename__ = "snippets"
@@ -143,9 +148,5 @@ class SnippetRow(Base):
     # `metadata` is reserved on declarative classes, hence the attribute name.
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSONType)
     active: Mapped[bool] = mapped_column(Boolean, default=True)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=_now)
-    updated_at: Mapped[dt.datetime] = mapped_column(
-        DateTime(timezone=True), default=_now, onupdate=_now
-    )
 
     __table_args__ = (Index("uq_snippets_identifier", "identifier", unique=True),)
