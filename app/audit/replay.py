@@ -62,8 +62,12 @@ class Auditor:
             raise JobNotFound(job_id)
         return job
 
+    async def _see_files_now(self) -> None:
+        """Re-scan pattern files once (off the event loop) before comparing against them."""
+        await asyncio.to_thread(self.service.patterns.refresh)
+
     async def current_source_hash(self, job: Job) -> str | None:
-        """The hash of the job's source as it is *now*; None if it is gone or no longer loads."""
+        """The hash of the job's source as last scanned; None if it is gone or no longer loads."""
         if job.source_kind == "pattern":
             owner = next(
                 (
@@ -75,7 +79,6 @@ class Auditor:
             )
             if owner is None:
                 return None
-            await asyncio.to_thread(owner.refresh)  # see the file as it is on disk now
             try:
                 return owner.get(job.source_name).content_hash
             except GenAIError:
@@ -87,6 +90,10 @@ class Auditor:
 
     async def detect_template_drift(self, job: Job) -> DriftFinding | None:
         """Drift: the source a job used no longer hashes to what the job recorded."""
+        await self._see_files_now()
+        return await self._drift(job)
+
+    async def _drift(self, job: Job) -> DriftFinding | None:
         current = await self.current_source_hash(job)
         if current == job.template_sha256:
             return None
@@ -106,6 +113,7 @@ class Auditor:
     async def drift_report(self, *, limit: int = 1000) -> DriftReport:
         """Check each distinct source used by the newest `limit` jobs."""
         await self.writer.flush()
+        await self._see_files_now()
         findings = []
         sources = await self.jobs.sources(limit)
         for kind, name, base_path, template_id, version, recorded, count in sources:
@@ -117,7 +125,7 @@ class Auditor:
                 template_version=version,
                 template_sha256=recorded,
             )
-            finding = await self.detect_template_drift(probe)
+            finding = await self._drift(probe)
             if finding is not None:
                 findings.append(finding.model_copy(update={"jobs": count}))
         return DriftReport(checked_sources=len(sources), drifted=findings)
@@ -154,6 +162,7 @@ class Auditor:
             raise ReplayUnavailable(f"Job {job_id} cannot be replayed: {exc}.") from None
         prompt: RenderedPrompt | None = None
         rebuilt_prompt_hash = None
+        await self._see_files_now()
         try:
             result = await self.service.render(self._request(job, inputs))
         except GenAIError as exc:  # the source is gone or no longer renders: hashes say so
