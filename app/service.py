@@ -371,4 +371,3 @@ class GenAIService:
         self.metrics.completions.labels(provider, "failed").inc()
         structlog.contextvars.bind_contextvars(upstream_ms=upstream_ms, error_type=exc.error_type)
         exc.job_id = job.id
-

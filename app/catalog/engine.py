@@ -23,7 +23,7 @@ def compile_template(name: str, source: str) -> tuple[Template, frozenset[str]]:
     """Compile once; return the template and the variable names it references."""
     try:
         parsed = _ENV.parse(source)
-        template = _ENV.from_string(source)
+        template = _ENV.from_string(parsed)  # compile the tree already parsed, not the text again
     except TemplateSyntaxError as exc:
         raise InvalidPattern(
             name, [f"Jinja syntax error on line {exc.lineno}: {exc.message}"]

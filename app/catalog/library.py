@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,8 +138,3 @@ class PatternLibrary:
         merged = self.effective_variables(pattern, variables)
         system, messages = render_pattern(pattern, merged, user_prompt)
         return RenderedPattern(pattern=pattern, system=system, messages=messages, variables=merged)
-
-
-def iter_roots(paths: list[Path]) -> list[str]:
-    """Roots as configured, without duplicates, order kept."""
-    return list(dict.fromkeys(os.fspath(p) for p in paths))
