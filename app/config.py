@@ -54,6 +54,9 @@ class AuditSettings(BaseModel):
     )
     flush_seconds: float = Field(default=0.05, gt=0, description="Max delay of a completion write.")
     batch_size: int = Field(default=200, ge=1, le=10_000)
+    stuck_after_seconds: float = Field(
+        default=30.0, gt=0, description="/readyz reports a backlog that has not drained this long."
+    )
 
 
 class Settings(BaseSettings):
@@ -115,7 +118,36 @@ class Settings(BaseSettings):
         default=None,
         description="Base64 of 32 bytes, encrypts replay inputs; generated in data_dir if unset.",
     )
+    database_statement_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="No query runs longer (PostgreSQL statement_timeout)."
+    )
+    database_lock_timeout_seconds: float = Field(
+        default=3.0, gt=0, description="No query waits longer for a lock or a connection."
+    )
     audit: AuditSettings = Field(default_factory=AuditSettings)
+
+    # API keys: every /v1 route needs one; only a salted HMAC of each is stored.
+    auth_disabled: bool = Field(
+        default=False, description="Development only: no key is checked (a warning says so)."
+    )
+    auth_secret: SecretStr | None = Field(
+        default=None,
+        description="HMAC key for stored key hashes; generated in data_dir if unset. Replicas "
+        "sharing a database must share it.",
+    )
+    auth_cache_seconds: float = Field(
+        default=5.0, ge=0, le=300, description="How long a verified key is trusted un-rechecked."
+    )
+
+    # Budgets every template render runs under, so no template can stall the process.
+    render_timeout_seconds: float = Field(default=2.0, gt=0, le=60)
+    render_max_chars: int = Field(default=1_000_000, ge=1_000, le=100_000_000)
+    max_body_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=1024, description="Larger request bodies get 413 unread."
+    )
+    shutdown_grace_seconds: float = Field(
+        default=30.0, ge=0, description="On SIGTERM, how long in-flight requests may finish."
+    )
 
     log_level: str = "INFO"
     log_json: bool | None = Field(default=None, description="Default: JSON unless stderr is a TTY.")

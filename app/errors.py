@@ -2,11 +2,18 @@
 
     GenAIError                         500 internal_error
     ├── RequestProblem                 4xx: the caller (or a pattern author) can fix it
+    │   ├── Unauthenticated            401 unauthenticated      (no valid `Authorization: Bearer`)
+    │   ├── Forbidden                  403 forbidden            (the key lacks the route's scope)
+    │   ├── PayloadTooLarge            413 payload_too_large    (body over GENAI_MAX_BODY_BYTES)
     │   ├── PatternNotFound            404 pattern_not_found
     │   ├── InvalidPattern             422 invalid_pattern      (front-matter or Jinja syntax)
     │   ├── PatternRenderError         422 pattern_render_error (also a ValueError)
     │   │   ├── MissingVariables       422 missing_variables    (names every missing key)
-    │   │   └── SandboxViolation       422 sandbox_violation
+    │   │   ├── SandboxViolation       422 sandbox_violation
+    │   │   └── RenderLimitExceeded    422 render_limit_exceeded (a template outgrew its budget)
+    │   │       ├── RenderTimeout      422 render_timeout       (GENAI_RENDER_TIMEOUT_SECONDS)
+    │   │       ├── RenderTooLarge     422 render_too_large     (GENAI_RENDER_MAX_CHARS, huge values)
+    │   │       └── RenderTooDeep      422 render_too_deep      (runaway recursion)
     │   ├── InvalidModel               422 invalid_model        (not provider/model, or unknown)
     │   ├── TemplateNotFound           404 template_not_found
     │   ├── InvalidTemplate            422 invalid_template     (body and declared variables differ)
@@ -30,6 +37,10 @@
         └── StructuredOutputInvalid    502 structured_output_invalid (after bounded repairs)
 
 SDK exceptions become these inside the provider adapters; these become HTTP in `app/api/errors.py`.
+Storage exceptions become StoreUnavailable at the repository seam (`app/store/db.py`).
+
+    ConfigurationError                 not HTTP: a bad setting or unreachable store at start;
+                                       the CLI prints its one line and exits 2
 """
 
 from __future__ import annotations
@@ -115,6 +126,47 @@ class SandboxViolation(PatternRenderError):
             "(attribute or method access outside the safe set)."
         )
         self.name = name
+
+
+class RenderLimitExceeded(PatternRenderError):
+    """A template (file, database or snippet-driven) went past a render budget; the process is
+    unharmed and the template's author must change it."""
+
+    error_type = "render_limit_exceeded"
+
+    def __init__(self, name: str, problem: str) -> None:
+        super().__init__(f"Template {name!r} was stopped: {problem}")
+        self.name = name
+
+    def details(self) -> dict[str, Any]:
+        return {"template": self.name}
+
+
+class RenderTimeout(RenderLimitExceeded):
+    error_type = "render_timeout"
+
+
+class RenderTooLarge(RenderLimitExceeded):
+    error_type = "render_too_large"
+
+
+class RenderTooDeep(RenderLimitExceeded):
+    error_type = "render_too_deep"
+
+
+class Unauthenticated(RequestProblem):
+    status_code = 401
+    error_type = "unauthenticated"
+
+
+class Forbidden(RequestProblem):
+    status_code = 403
+    error_type = "forbidden"
+
+
+class PayloadTooLarge(RequestProblem):
+    status_code = 413
+    error_type = "payload_too_large"
 
 
 class InvalidModel(RequestProblem):
@@ -342,3 +394,12 @@ class StructuredOutputInvalid(ProviderError):
 
     def details(self) -> dict[str, Any]:
         return {**super().details(), "attempts": self.attempts, "issues": self.issues}
+
+
+class ConfigurationError(Exception):
+    """A setting is wrong or a required service is unreachable at start: one line for operators."""
+
+    def __init__(self, setting: str, problem: str) -> None:
+        super().__init__(f"{setting}: {problem}")
+        self.setting = setting
+        self.problem = problem

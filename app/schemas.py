@@ -266,7 +266,7 @@ class JobRecord(_Frozen):
     request_id: str | None
     created_at: dt.datetime
     completed_at: dt.datetime | None
-    status: Literal["pending", "completed", "failed", "cancelled"]
+    status: Literal["pending", "completed", "failed", "cancelled", "interrupted"]
     error_type: str | None
     error_message: str | None
     source_kind: Literal["pattern", "template", "fallback"]

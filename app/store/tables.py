@@ -100,7 +100,7 @@ class Job(Base):
     completed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
     status: Mapped[str] = mapped_column(
         String(16), index=True
-    )  # pending|completed|failed|cancelled
+    )  # pending|completed|failed|cancelled|interrupted
     error_type: Mapped[str | None] = mapped_column(String(64))
     error_message: Mapped[str | None] = mapped_column(Text)
 
@@ -132,6 +132,8 @@ class Job(Base):
     replay_inputs: Mapped[bytes | None] = mapped_column(LargeBinary)
     # Structured output: every attempt's outcome and issues (redacted), when a schema applied.
     attempts: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
+    # Fields whose NUL or lone-surrogate characters were escaped so the backend would take them.
+    escaped_fields: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
 
 
 class SnippetRow(_Timestamps, Base):
@@ -150,3 +152,18 @@ class SnippetRow(_Timestamps, Base):
     active: Mapped[bool] = mapped_column(Boolean, default=True)
 
     __table_args__ = (Index("uq_snippets_identifier", "identifier", unique=True),)
+
+
+class ApiKey(Base):
+    """A caller's key: only a salted HMAC of its secret is kept, never the key itself."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)  # public, part of the key
+    name: Mapped[str] = mapped_column(String(100))
+    scope: Mapped[str] = mapped_column(String(16))  # complete | admin
+    salt: Mapped[str] = mapped_column(String(64))
+    digest: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now)
+    last_used_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
