@@ -3,29 +3,35 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Annotated, Any
 
 import typer
 
 from app.catalog import PatternsAdapter
+from app.cli_keys import keys_cli
 from app.cli_snippets import snippets_cli
-from app.cli_store import db_cli, fail, migrate_database, templates_cli
+from app.cli_store import OperatorErrors, db_cli, fail, templates_cli
 from app.config import Settings, get_settings
 from app.errors import GenAIError
 from app.logging import configure_logging
+from app.preflight import run_preflight
 from app.routing.policy import ModelSelectionPolicy
 from app.runtime import run_with_runtime
 from app.schemas import RenderRequest
 
 cli = typer.Typer(
-    help="GenAI Service: a completion gateway with provable provenance.", no_args_is_help=True
+    cls=OperatorErrors,
+    help="GenAI Service: a completion gateway with provable provenance.",
+    no_args_is_help=True,
 )
 patterns_cli = typer.Typer(help="Inspect and lint the pattern catalog.", no_args_is_help=True)
 cli.add_typer(patterns_cli, name="patterns")
 cli.add_typer(db_cli, name="db")
 cli.add_typer(templates_cli, name="templates")
 cli.add_typer(snippets_cli, name="snippets")
+cli.add_typer(keys_cli, name="keys")
 
 
 @cli.callback()
@@ -59,9 +65,11 @@ def serve(
     import uvicorn
 
     settings = get_settings()
+    # Settings, keys, the store and its migrations are proven here, so a problem is one line
+    # from the CLI (exit 2) instead of a traceback from inside uvicorn.
+    run_preflight(settings)
     if settings.auto_migrate and workers > 1:
-        # Migrate once here, not racing in every worker; workers inherit the environment.
-        migrate_database(settings.resolved_database_url)
+        # Migrated once by the preflight, not racing in every worker; workers inherit the env.
         os.environ["GENAI_DATABASE_AUTO_MIGRATE"] = "false"
     uvicorn.run(
         "app.main:create_app",
@@ -71,6 +79,7 @@ def serve(
         workers=workers,
         access_log=False,
         proxy_headers=True,
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds),
     )
 
 

@@ -5,20 +5,40 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
+from pydantic import ValidationError
+from typer.core import TyperGroup
 
 from app.catalog.templates import check_new_template
-from app.config import get_settings
-from app.errors import GenAIError
+from app.config import Settings, get_settings
+from app.errors import ConfigurationError, GenAIError, StoreUnavailable
 from app.runtime import Runtime, run_with_runtime
 from app.schemas import TemplateCreate
-from app.store.db import Database
+from app.store.db import DATABASE_URL_SETTING, Database, describe_storage_error
 from app.store.secrets import new_key_text
 
 db_cli = typer.Typer(help="The audit store: migrations and keys.", no_args_is_help=True)
 templates_cli = typer.Typer(help="Versioned database templates.", no_args_is_help=True)
+
+
+class OperatorErrors(TyperGroup):
+    """The top-level command group: a ConfigurationError (a bad setting, key or database URL, an
+    unreachable store) or invalid command input ends any command as one line on stderr, exit 2,
+    never a traceback."""
+
+    def invoke(self, ctx: Any) -> Any:  # typer's vendored click.Context
+        try:
+            return super().invoke(ctx)
+        except ConfigurationError as exc:
+            typer.echo(f"genai: {exc}", err=True)
+            raise typer.Exit(code=2) from None
+        except ValidationError as exc:
+            for err in exc.errors(include_url=False, include_input=False):
+                where = ".".join(map(str, err["loc"])) or exc.title
+                typer.echo(f"genai: {where}: {err['msg']}", err=True)
+            raise typer.Exit(code=2) from None
 
 
 def fail(exc: GenAIError) -> NoReturn:
@@ -28,13 +48,17 @@ def fail(exc: GenAIError) -> NoReturn:
     raise typer.Exit(code=1)
 
 
-def migrate_database(url: str) -> str:
+def migrate_database(settings: Settings) -> str:
     """Apply every pending migration; return the URL without its password."""
 
     async def main() -> str:
-        database = Database(url)
+        database = Database.from_settings(settings)
         try:
+            await database.ensure_reachable()
             await database.migrate()
+        except StoreUnavailable as exc:
+            cause = describe_storage_error(exc.__cause__ or exc)
+            raise ConfigurationError(DATABASE_URL_SETTING, f"migration failed: {cause}") from None
         finally:
             await database.aclose()
         return database.safe_url
@@ -45,7 +69,7 @@ def migrate_database(url: str) -> str:
 @db_cli.command("upgrade")
 def db_upgrade() -> None:
     """Apply every pending migration to GENAI_DATABASE_URL."""
-    typer.echo(f"migrated {migrate_database(get_settings().resolved_database_url)}")
+    typer.echo(f"migrated {migrate_database(get_settings())}")
 
 
 @db_cli.command("new-key")
@@ -84,14 +108,13 @@ def templates_create(
             blueprint_schema=json.loads(blueprint_schema.read_text()) if blueprint_schema else None,
             blueprint_instructions=blueprint_instructions,
         )
-        check_new_template(new.name, new.template, new.variables)
-    except GenAIError as exc:
-        fail(exc)
     except (OSError, ValueError) as exc:  # unreadable file, bad JSON, invalid name or role
         typer.echo(f"Error: {exc}", err=True)
         raise typer.Exit(code=2) from None
 
     async def work(runtime: Runtime) -> str:
+        # The same bounded check as POST /v1/templates: compile, contract, trial render.
+        await check_new_template(runtime.renderer, new.name, new.template, new.variables)
         version = await runtime.service.templates.create_version(new)
         return version.model_dump_json(indent=2)
 

@@ -7,8 +7,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
+
+from app.errors import ConfigurationError
 
 SelectionSource = Literal["explicit", "hint", "default"]
 DEFAULT_SELECTION_ORDER: tuple[SelectionSource, ...] = ("explicit", "hint", "default")
@@ -142,6 +144,9 @@ class Settings(BaseSettings):
     # Budgets every template render runs under, so no template can stall the process.
     render_timeout_seconds: float = Field(default=2.0, gt=0, le=60)
     render_max_chars: int = Field(default=1_000_000, ge=1_000, le=100_000_000)
+    render_workers: int = Field(
+        default=4, ge=1, le=64, description="Threads that compile and render templates."
+    )
     max_body_bytes: int = Field(
         default=4 * 1024 * 1024, ge=1024, description="Larger request bodies get 413 unread."
     )
@@ -155,6 +160,27 @@ class Settings(BaseSettings):
     @property
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite+aiosqlite:///{self.data_dir / 'genai.db'}"
+
+    @property
+    def longest_request_seconds(self) -> float:
+        """The longest one completion can take: every structured-output attempt, each with all
+        its upstream retries at the full timeout and the longest back-off, then the shutdown
+        grace (in-flight requests may finish during it)."""
+        up = self.upstream
+        backoff = max(up.backoff_max_seconds, up.max_retry_after_seconds)
+        per_attempt = up.timeout_seconds * (up.max_retries + 1) + backoff * up.max_retries
+        return (
+            per_attempt * self.structured_max_attempts
+            + self.render_timeout_seconds
+            + self.shutdown_grace_seconds
+        )
+
+    @property
+    def stale_pending_after_seconds(self) -> float:
+        """A `pending` job older than this was left by a process that stopped: no live one (this
+        or another replica) can still complete it. A quarter more than the longest request plus
+        a minute, for clock skew between replicas and a slow audit write."""
+        return self.longest_request_seconds * 1.25 + 60.0
 
     @property
     def auto_migrate(self) -> bool:
@@ -184,7 +210,32 @@ class Settings(BaseSettings):
         return value
 
 
+def _env_name(model_title: str | None, loc: tuple[int | str, ...]) -> str:
+    """The environment variable behind a validation error's location."""
+    prefixes = {
+        cls.__name__: str(cls.model_config.get("env_prefix", ""))
+        for cls in (Settings, OpenAISettings, AnthropicSettings, OllamaSettings)
+    }
+    return prefixes.get(model_title or "", "GENAI_") + "__".join(map(str, loc)).upper()
+
+
+def settings_error(exc: ValidationError) -> ConfigurationError:
+    """A settings ValidationError as one operator line naming the variable (never its value)."""
+    errors = exc.errors(include_url=False, include_input=False)
+    first = errors[0]
+    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+    return ConfigurationError(_env_name(exc.title, first["loc"]), first["msg"] + more)
+
+
 @lru_cache
 def get_settings() -> Settings:
-    """The process-wide settings; tests build their own `Settings(...)` instead."""
-    return Settings()
+    """The process-wide settings; tests build their own `Settings(...)` instead.
+
+    Raises ConfigurationError (one line, the variable named) for a value that does not validate.
+    """
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise settings_error(exc) from None
+    except SettingsError as exc:  # a value that is not even parseable (say, broken JSON)
+        raise ConfigurationError("environment", str(exc)) from None

@@ -12,7 +12,7 @@
     │   │   ├── SandboxViolation       422 sandbox_violation
     │   │   └── RenderLimitExceeded    422 render_limit_exceeded (a template outgrew its budget)
     │   │       ├── RenderTimeout      422 render_timeout       (GENAI_RENDER_TIMEOUT_SECONDS)
-    │   │       ├── RenderTooLarge     422 render_too_large     (GENAI_RENDER_MAX_CHARS, huge values)
+    │   │       ├── RenderTooLarge     422 render_too_large     (over GENAI_RENDER_MAX_CHARS)
     │   │       └── RenderTooDeep      422 render_too_deep      (runaway recursion)
     │   ├── InvalidModel               422 invalid_model        (not provider/model, or unknown)
     │   ├── TemplateNotFound           404 template_not_found
@@ -20,6 +20,7 @@
     │   ├── VariableContractViolation  422 variable_contract_violation (missing or extra keys)
     │   ├── TemplateConflict           409 template_conflict    (a concurrent change won)
     │   ├── JobNotFound                404 job_not_found
+    │   ├── ApiKeyNotFound             404 api_key_not_found
     │   ├── ReplayUnavailable          409 replay_unavailable   (inputs not kept, or unreadable)
     │   ├── SnippetNotFound            404 snippet_not_found
     │   ├── SnippetExists              409 snippet_exists
@@ -45,6 +46,7 @@ Storage exceptions become StoreUnavailable at the repository seam (`app/store/db
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -64,6 +66,10 @@ class GenAIError(Exception):
 
     def details(self) -> dict[str, Any]:
         """Extra, safe-to-publish fields for the error body."""
+        return {}
+
+    def headers(self) -> dict[str, str]:
+        """HTTP headers the answer needs (Retry-After, WWW-Authenticate)."""
         return {}
 
 
@@ -158,6 +164,9 @@ class Unauthenticated(RequestProblem):
     status_code = 401
     error_type = "unauthenticated"
 
+    def headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": "Bearer"}
+
 
 class Forbidden(RequestProblem):
     status_code = 403
@@ -224,6 +233,14 @@ class JobNotFound(RequestProblem):
 
     def __init__(self, job_id: str) -> None:
         super().__init__(f"No job with id {job_id!r}.")
+
+
+class ApiKeyNotFound(RequestProblem):
+    status_code = 404
+    error_type = "api_key_not_found"
+
+    def __init__(self, key_id: str) -> None:
+        super().__init__(f"No API key with id {key_id!r}. GET /v1/keys lists them.")
 
 
 class ReplayUnavailable(RequestProblem):
@@ -357,6 +374,11 @@ class UpstreamRateLimited(ProviderError):
         if self.retry_after is not None:
             found["retry_after"] = self.retry_after
         return found
+
+    def headers(self) -> dict[str, str]:
+        if self.retry_after is None:
+            return {}
+        return {"Retry-After": str(math.ceil(self.retry_after))}
 
 
 class UpstreamRejected(ProviderError):

@@ -8,15 +8,23 @@ from collections.abc import AsyncIterator, Callable
 
 import structlog
 from fastapi import FastAPI
+from sqlalchemy.exc import SQLAlchemyError
 
 from app import __version__
-from app.api import completions, health, jobs, patterns, snippets, templates
+from app.api import completions, health, jobs, keys, patterns, snippets, templates
+from app.api.auth import AuthMiddleware
 from app.api.errors import install_error_handlers
+from app.api.limits import BodyLimitMiddleware
+from app.audit.trail import AuditTrail
+from app.auth.authenticator import Authenticator
+from app.auth.banner import announce_first_admin_key, warn_auth_disabled
 from app.config import Settings, get_settings
+from app.errors import GenAIError
 from app.logging import RequestContextMiddleware, configure_logging
 from app.runtime import build_runtime
 
 log = structlog.get_logger(__name__)
+_KEY_USE_SECONDS = 30.0
 
 
 async def _keep_files_fresh(refreshers: list[Callable[[], bool]], every: float) -> None:
@@ -31,6 +39,39 @@ async def _keep_files_fresh(refreshers: list[Callable[[], bool]], every: float) 
                 log.warning("files_reload_failed", error=str(exc))
 
 
+async def _save_key_use(authenticator: Authenticator, every: float) -> None:
+    """Last-use times of API keys reach the store in the background, never on a request."""
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await authenticator.save_last_use()
+        except GenAIError as exc:  # the store is down: the times are kept for the next round
+            log.warning("key_use_not_saved", error_type=exc.error_type)
+
+
+async def _interrupt_stale_jobs(trail: AuditTrail, older_than: float) -> None:
+    """Pending records no live process can complete (see app/audit/trail.py) → interrupted."""
+    try:
+        count = await trail.interrupt_stale(older_than_seconds=older_than)
+    except (GenAIError, SQLAlchemyError, OSError) as exc:  # the store is down: next round
+        log.warning("stale_jobs_not_checked", error_type=type(exc).__name__)
+        return
+    if count:
+        log.warning("stale_jobs_interrupted", jobs=count, older_than_s=older_than)
+
+
+async def _keep_interrupting_stale_jobs(
+    trail: AuditTrail, older_than: float, stop: asyncio.Event
+) -> None:
+    """Re-checks periodically; stopped through `stop`, never cancelled mid-transaction."""
+    every = min(300.0, max(1.0, older_than / 4))
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every)
+        if not stop.is_set():
+            await _interrupt_stale_jobs(trail, older_than)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     configure_logging(settings)
@@ -40,6 +81,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runtime = await build_runtime(settings)
         app.state.runtime = runtime
         app.state.service = runtime.service
+        first_key = await runtime.authenticator.create_first_admin_key()
+        if first_key is not None:
+            announce_first_admin_key(first_key)
+        if settings.auth_disabled:
+            warn_auth_disabled()
+            log.warning("auth_disabled", hint="unset GENAI_AUTH_DISABLED outside development")
+        key_use = asyncio.create_task(_save_key_use(runtime.authenticator, _KEY_USE_SECONDS))
+        stale_after = settings.stale_pending_after_seconds
+        await _interrupt_stale_jobs(runtime.service.audit, stale_after)  # before serving
+        stop_stale_checks = asyncio.Event()
+        stale_checks = asyncio.create_task(
+            _keep_interrupting_stale_jobs(runtime.service.audit, stale_after, stop_stale_checks)
+        )
         reloader = None
         if settings.pattern_reload_seconds > 0:
             refreshers = [runtime.service.patterns.refresh, runtime.snippets.refresh_files]
@@ -55,6 +109,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            stop_stale_checks.set()
+            await stale_checks
+            key_use.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await key_use
+            with contextlib.suppress(GenAIError):  # best effort: last-use times are advisory
+                await runtime.authenticator.save_last_use()
             if reloader is not None:
                 reloader.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -73,11 +134,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             {"name": "templates", "description": "Versioned prompt templates (database)."},
             {"name": "snippets", "description": "Reusable prompt fragments (database and files)."},
             {"name": "jobs", "description": "The audit trail: records, replay, drift."},
+            {"name": "keys", "description": "API keys and their scopes (admin)."},
             {"name": "health", "description": "Probes and metrics for operators."},
         ],
     )
     install_error_handlers(app)
+    # Added first, so it runs inside RequestContextMiddleware: a 413 still has a request id.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    # Outside the body limit: a caller without a key is refused before any body is read.
+    app.add_middleware(AuthMiddleware)
     app.add_middleware(RequestContextMiddleware)
-    for module in (completions, patterns, templates, snippets, jobs, health):
+    for module in (completions, patterns, templates, snippets, jobs, keys, health):
         app.include_router(module.router)
     return app

@@ -32,6 +32,11 @@ class Metrics:
             ["source_kind"],
             registry=self.registry,
         )
+        self.replay_reveals = Counter(
+            "genai_replay_reveals_total",
+            "Replays that returned the raw (unredacted) prompt.",
+            registry=self.registry,
+        )
         self.audit_backlog = Gauge(
             "genai_audit_backlog",
             "Job completions queued for the store.",

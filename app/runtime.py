@@ -11,8 +11,11 @@ import structlog
 
 from app.audit.replay import Auditor
 from app.audit.trail import AuditTrail
+from app.auth.authenticator import Authenticator
 from app.catalog import PatternsAdapter
+from app.catalog.renderer import TemplateRenderer
 from app.config import Settings
+from app.errors import StoreUnavailable
 from app.metrics import Metrics
 from app.prompts.assembler import PromptAssembler, default_registry
 from app.prompts.redaction import Redactor
@@ -23,8 +26,9 @@ from app.routing.retry import RetryPolicy
 from app.schemas import ModelParams
 from app.service import GenAIService
 from app.snippets import SnippetLibrary
-from app.store.db import Database
+from app.store.db import Database, check_reachable, describe_storage_error
 from app.store.jobs import AuditWriter, JobRepository
+from app.store.keys import ApiKeyRepository
 from app.store.secrets import ReplayVault, load_or_create_key
 from app.store.templates import TemplateRepository
 
@@ -41,22 +45,39 @@ class Runtime:
     service: GenAIService
     auditor: Auditor
     snippets: SnippetLibrary
+    authenticator: Authenticator
+    renderer: TemplateRenderer
 
     async def aclose(self) -> None:
         """Drain queued audit writes first: a clean stop loses no record."""
         try:
             await self.writer.aclose()
         finally:
+            self.renderer.close()
             await self.service.providers.aclose()
             await self.database.aclose()
 
 
+async def _warn_if_schema_outdated(database: Database) -> None:
+    """Start even when the store is down (routes answer 503, /readyz says why) so the service
+    recovers by itself when the database comes back; `genai serve` refuses to start instead."""
+    try:
+        if not await database.schema_is_current():
+            log.warning("database_schema_outdated", hint="run `genai db upgrade`")
+    except StoreUnavailable as exc:
+        log.warning(
+            "database_unreachable",
+            url=database.safe_url,
+            error=describe_storage_error(exc.__cause__ or exc),
+        )
+
+
 async def build_runtime(settings: Settings) -> Runtime:
-    database = Database(settings.resolved_database_url)
+    database = Database.from_settings(settings)
     if settings.auto_migrate:
         await database.migrate()
-    elif not await database.schema_is_current():
-        log.warning("database_schema_outdated", hint="run `genai db upgrade`")
+    else:
+        await _warn_if_schema_outdated(database)
     keys_dir = settings.data_dir / "keys"
     redactor = Redactor(
         load_or_create_key(
@@ -68,18 +89,35 @@ async def build_runtime(settings: Settings) -> Runtime:
         vault = ReplayVault(
             load_or_create_key(settings.data_key, keys_dir / "data.key", what="GENAI_DATA_KEY")
         )
+    authenticator = Authenticator(
+        ApiKeyRepository(database.sessions),
+        load_or_create_key(settings.auth_secret, keys_dir / "auth.key", what="GENAI_AUTH_SECRET"),
+        cache_seconds=settings.auth_cache_seconds,
+        disabled=settings.auth_disabled,
+    )
     metrics = Metrics()
     jobs = JobRepository(database.sessions)
     writer = AuditWriter(
-        jobs, flush_seconds=settings.audit.flush_seconds, batch_size=settings.audit.batch_size
+        jobs,
+        flush_seconds=settings.audit.flush_seconds,
+        batch_size=settings.audit.batch_size,
+        stuck_after_seconds=settings.audit.stuck_after_seconds,
+        spool_dir=settings.data_dir,
     )
+    await writer.restore_spooled()  # completions a stop could not write, before anything new
     writer.start()
     patterns = PatternsAdapter(roots=settings.pattern_dir, defaults=settings.pattern_defaults)
     templates = TemplateRepository(database.sessions)
     snippets = SnippetLibrary(sessions=database.sessions, file_roots=list(settings.pattern_dir))
     snippets.refresh_files()
+    renderer = TemplateRenderer(
+        timeout_seconds=settings.render_timeout_seconds,
+        max_chars=settings.render_max_chars,
+        workers=settings.render_workers,
+    )
     service = GenAIService(
         patterns=patterns,
+        renderer=renderer,
         templates=templates,
         snippets=snippets,
         policy=ModelSelectionPolicy.from_settings(settings),
@@ -103,6 +141,8 @@ async def build_runtime(settings: Settings) -> Runtime:
         service=service,
         auditor=auditor,
         snippets=snippets,
+        authenticator=authenticator,
+        renderer=renderer,
     )
 
 
@@ -113,7 +153,9 @@ def run_with_runtime(
     from app.config import get_settings
 
     async def main() -> T:
-        runtime = await build_runtime(settings or get_settings())
+        resolved = settings or get_settings()
+        await check_reachable(resolved)  # one operator line, not a traceback, when it is down
+        runtime = await build_runtime(resolved)
         try:
             return await work(runtime)
         finally:

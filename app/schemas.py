@@ -3,26 +3,93 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal
+import math
+import re
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # Template names and roles appear in URLs, so they are kept to a safe alphabet.
 SLUG = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
+# Job ids are uuid4().hex.
+JOB_ID = r"^[0-9a-f]{32}$"
+# The characters a model may be written with (`ollama/hf.co/org/model:Q4_K_M`); the policy checks
+# the `provider/name` shape itself, so a misspelt model answers `invalid_model` with the providers.
+MODEL = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,254}$"
+# The largest value a 32-bit INTEGER column (template versions and ids) holds.
+INT32_MAX = 2**31 - 1
+INT32_MIN = -(2**31)
+# Deeper JSON would only exhaust recursion in hashing, rendering or storing; no real input needs it.
+MAX_JSON_DEPTH = 64
+
+# A lone surrogate cannot be encoded as UTF-8 (so it can never be stored, hashed or sent), and
+# PostgreSQL text cannot hold NUL: both are refused at the boundary, in every string and key.
+_UNSAFE_TEXT = re.compile("[\x00\ud800-\udfff]")
+
+
+def _text_problem(text: str) -> str | None:
+    found = _UNSAFE_TEXT.search(text)
+    if found is None:
+        return None
+    if found.group() == "\x00":
+        return "contains a NUL character (U+0000)"
+    return f"contains an unpaired surrogate (U+{ord(found.group()):04X})"
+
+
+def unsafe_input(value: Any) -> str | None:
+    """Why `value` (parsed JSON) cannot be accepted, naming where; None when it is fine.
+
+    One walk over every string, dict key and number at any depth, without recursion (so the
+    input's depth cannot exhaust the stack). The offending text itself is never echoed.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            top = where.split("[", 1)[0].split(".", 1)[0]
+            return f"{top or 'body'}: nested deeper than {MAX_JSON_DEPTH} levels"
+        if isinstance(item, str):
+            problem = _text_problem(item)
+            if problem:
+                return f"{where or 'value'}: {problem}"
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str):
+                    problem = _text_problem(key)
+                    if problem:
+                        return f"{where or 'body'}: a key {problem}"
+                stack.append((child, f"{where}.{key}" if where else str(key), depth + 1))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, f"{where}[{i}]", depth + 1) for i, child in enumerate(item))
+        elif isinstance(item, float) and not math.isfinite(item):
+            return f"{where or 'value'}: must be a finite number"
+    return None
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class ModelParams(_Frozen):
+class _Input(_Frozen):
+    """A shape callers send: every string in it, at any depth, passes `unsafe_input` first."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _safe_text(cls, data: Any) -> Any:
+        problem = unsafe_input(data) if isinstance(data, dict) else None
+        if problem:
+            raise ValueError(problem[:300])
+        return data
+
+
+class ModelParams(_Input):
     """Sampling parameters; unset fields fall through to the pattern, then to configuration."""
 
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
     top_p: float | None = Field(default=None, gt=0, le=1)
-    stop: list[str] | None = Field(default=None, max_length=8)
-    seed: int | None = None
+    stop: list[Annotated[str, Field(max_length=1000)]] | None = Field(default=None, max_length=8)
+    seed: int | None = Field(default=None, ge=INT32_MIN, le=INT32_MAX)
 
     def overlay(self, other: ModelParams | None) -> ModelParams:
         """These params with every field `other` sets taken from `other`."""
@@ -37,15 +104,15 @@ class ModelParams(_Frozen):
         )
 
 
-class TemplateRef(_Frozen):
+class TemplateRef(_Input):
     """A database template: its active variant, or one exact version."""
 
     name: str = Field(pattern=SLUG)
     role: str = Field(pattern=SLUG)
-    version: int | None = Field(default=None, ge=1)
+    version: int | None = Field(default=None, ge=1, le=INT32_MAX)
 
 
-class RenderRequest(_Frozen):
+class RenderRequest(_Input):
     """What a caller asks for: a pattern, its variables and the verbatim user prompt."""
 
     model_config = ConfigDict(
@@ -72,7 +139,9 @@ class RenderRequest(_Frozen):
     )
     variables: dict[str, Any] = Field(default_factory=dict)
     user_prompt: str = Field(description="Sent verbatim as the last user message.")
-    model: str | None = Field(default=None, description="`provider/model`; overrides the policy.")
+    model: str | None = Field(
+        default=None, pattern=MODEL, description="`provider/model`; overrides the policy."
+    )
     params: ModelParams | None = None
     snippets: dict[str, str] = Field(
         default_factory=dict,
@@ -214,7 +283,7 @@ class ErrorBody(BaseModel):
     error: ErrorInfo
 
 
-class TemplateCreate(_Frozen):
+class TemplateCreate(_Input):
     """A new version of a database template; its text is immutable once stored."""
 
     model_config = ConfigDict(
@@ -294,6 +363,10 @@ class JobRecord(_Frozen):
     attempts: list[dict[str, Any]] | None = Field(
         default=None, description="Structured-output attempts: outcome, issues, redacted answer."
     )
+    escaped_fields: list[str] | None = Field(
+        default=None,
+        description="Fields whose NUL or lone-surrogate characters are stored as the text \\uXXXX.",
+    )
     replay_available: bool
 
 
@@ -310,7 +383,12 @@ class ReplayResult(_Frozen):
     reproduced: bool
     hashes: dict[str, HashCheck]
     differing: list[str]
-    prompt: RenderedPrompt | None
+    prompt: RenderedPrompt | None = Field(
+        description="The rebuilt prompt, redacted as stored unless `revealed`."
+    )
+    revealed: bool = Field(
+        default=False, description="True only when `reveal=true` returned the raw prompt."
+    )
 
 
 class DriftFinding(_Frozen):
@@ -328,7 +406,7 @@ class DriftReport(_Frozen):
     drifted: list[DriftFinding]
 
 
-class SnippetIn(_Frozen):
+class SnippetIn(_Input):
     """A reusable prompt fragment (persona, tone, audience, style, layout); it has no versions."""
 
     identifier: str = Field(pattern=SLUG)
@@ -357,3 +435,30 @@ class StructuredOutcome(_Frozen):
     attempts: int
     mode: Literal["native", "instructions"]
     issues: ValidationIssues | None = None
+
+
+KeyScope = Literal["complete", "admin"]
+
+
+class ApiKeyCreate(_Frozen):
+    """A new API key: `complete` renders, completes and reads the catalog; `admin` does all."""
+
+    scope: KeyScope
+    name: str = Field(
+        default="unnamed", pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.@-]{0,99}$", description="A label."
+    )
+
+
+class ApiKeyInfo(_Frozen):
+    """A stored key as anyone may see it: never the key itself, which is not kept."""
+
+    id: str = Field(description="The public part of the key (`gsk_<id>_…`).")
+    name: str
+    scope: KeyScope
+    created_at: dt.datetime
+    last_used_at: dt.datetime | None
+    revoked_at: dt.datetime | None
+
+
+class ApiKeyCreated(ApiKeyInfo):
+    key: str = Field(description="The key to send as `Authorization: Bearer …`; shown only once.")

@@ -13,6 +13,7 @@ import structlog
 
 from app.audit.trail import AuditTrail, OpenJob
 from app.catalog import PatternsAdapter
+from app.catalog.renderer import TemplateRenderer
 from app.catalog.source import DATABASE_BASE_PATH, RenderedSource
 from app.catalog.templates import FALLBACK_SHA256, render_fallback, render_template_version
 from app.errors import GenAIError, MissingSnippets, StructuredOutputInvalid
@@ -67,6 +68,7 @@ class GenAIService:
         self,
         *,
         patterns: PatternsAdapter,
+        renderer: TemplateRenderer,
         templates: TemplateRepository,
         snippets: SnippetLibrary,
         policy: ModelSelectionPolicy,
@@ -80,6 +82,7 @@ class GenAIService:
         structured_max_attempts: int,
     ) -> None:
         self.patterns = patterns
+        self.renderer = renderer
         self.templates = templates
         self.snippets = snippets
         self.policy = policy
@@ -97,9 +100,13 @@ class GenAIService:
     async def _resolve(self, request: RenderRequest) -> RenderedSource:
         """Render the pattern file or database template the request names."""
         if request.pattern_key is not None:
-            rendered = self.patterns.apply_template(
-                request.pattern_key, request.variables, user_prompt=request.user_prompt
+            render = functools.partial(
+                self.patterns.apply_template,
+                request.pattern_key,
+                request.variables,
+                user_prompt=request.user_prompt,
             )
+            rendered = await self.renderer.run(request.pattern_key, render)
             pattern, meta = rendered.pattern, rendered.pattern.meta
             examples, user = rendered.messages, request.user_prompt
             if meta.user_template:  # the pattern's last block is the user message
@@ -140,7 +147,9 @@ class GenAIService:
                 name=ref.name,
                 base_path=DATABASE_BASE_PATH,
                 content_hash=FALLBACK_SHA256,
-                system=render_fallback(ref.role, variables),
+                system=await self.renderer.run(
+                    ref.name, functools.partial(render_fallback, ref.role, variables)
+                ),
                 variables=dict(variables),
                 user=user_prompt,
                 role=ref.role,
@@ -150,7 +159,9 @@ class GenAIService:
             name=version.name,
             base_path=DATABASE_BASE_PATH,
             content_hash=version.checksum,
-            system=render_template_version(version, variables),
+            system=await self.renderer.run(
+                version.name, functools.partial(render_template_version, version, variables)
+            ),
             variables=dict(variables),
             user=user_prompt,
             template_id=version.id,
@@ -274,14 +285,14 @@ class GenAIService:
             upstream_started = time.perf_counter()
             reply, parsed, outcome = await self._call(prepared, attempts)
         except GenAIError as exc:
-            self._finish_failed(job, exc, started, upstream_started, provider_name, attempts)
+            await self._finish_failed(job, exc, started, upstream_started, provider_name, attempts)
             raise
         except asyncio.CancelledError:  # the client went away; the record must say so
             self.audit.cancelled(job, latency_ms=_elapsed_ms(started), attempts=attempts)
             self.metrics.completions.labels(provider_name, "cancelled").inc()
             raise
         upstream_ms = _elapsed_ms(upstream_started)
-        self.audit.completed(
+        await self.audit.completed(
             job, reply, latency_ms=_elapsed_ms(started), upstream_ms=upstream_ms, attempts=attempts
         )
         self.metrics.completions.labels(provider_name, "completed").inc()
@@ -355,7 +366,7 @@ class GenAIService:
             issues=validation.issues.model_dump(),
         )
 
-    def _finish_failed(
+    async def _finish_failed(
         self,
         job: OpenJob,
         exc: GenAIError,
@@ -365,7 +376,7 @@ class GenAIService:
         attempts: list[dict[str, Any]],
     ) -> None:
         upstream_ms = _elapsed_ms(upstream_started) if upstream_started is not None else None
-        self.audit.failed(
+        await self.audit.failed(
             job, exc, latency_ms=_elapsed_ms(started), upstream_ms=upstream_ms, attempts=attempts
         )
         self.metrics.completions.labels(provider, "failed").inc()

@@ -14,6 +14,7 @@ from click.testing import Result
 from fastapi import FastAPI
 from typer.testing import CliRunner
 
+from app.auth import Scope
 from app.cli import cli
 from app.config import AnthropicSettings, OllamaSettings, OpenAISettings, Settings, UpstreamSettings
 from app.main import create_app
@@ -54,13 +55,23 @@ def settings_for(fake: FakeProviderServer | None, **overrides: Any) -> Settings:
 
 @contextlib.asynccontextmanager
 async def running_app(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
-    """The real app, lifespan included, and a client reaching it through an ASGI transport."""
+    """The real app, lifespan included, and a client reaching it through an ASGI transport.
+
+    The client sends an admin key of its own unless auth is disabled; a test about auth
+    overrides or drops the `Authorization` header per request.
+    """
     app = create_app(settings)
     try:
         async with app.router.lifespan_context(app):
+            headers = {}
+            if not settings.auth_disabled:
+                admin = await app.state.runtime.authenticator.create(
+                    scope=Scope.admin, name="test-admin"
+                )
+                headers["Authorization"] = f"Bearer {admin.key}"
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(
-                transport=transport, base_url="http://gateway.test"
+                transport=transport, base_url="http://gateway.test", headers=headers
             ) as http:
                 yield app, http
     finally:

@@ -339,18 +339,22 @@ async def test_one_canonical_log_line_per_request_without_secrets(
     client: httpx.AsyncClient,
 ) -> None:
     with capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
-        resp = await client.post(
+        resp = await client.post("/v1/completions", json={**SUMMARIZE, "model": "anthropic/m"})
+        refused = await client.post(
             "/v1/completions",
-            json={**SUMMARIZE, "model": "anthropic/m"},
+            json=SUMMARIZE,
             headers={"authorization": f"Bearer {ANTHROPIC_KEY}"},
         )
+    assert refused.status_code == 401
     lines = [entry for entry in logs if entry["event"] == "request"]
-    assert len(lines) == 1
+    assert len(lines) == 2
     line = lines[0]
     assert line["request_id"] == resp.headers["x-request-id"]
     assert (line["pattern"], line["provider"], line["model"]) == ("summarize", "anthropic", "m")
     assert line["status"] == 200 and line["duration_ms"] >= 0 and line["upstream_ms"] >= 0
     assert OPENAI_KEY not in repr(logs) and ANTHROPIC_KEY not in repr(logs)
+    our_key = client.headers["authorization"].removeprefix("Bearer ")
+    assert our_key not in repr(logs)
 
 
 async def test_pattern_list_and_detail(client: httpx.AsyncClient) -> None:
@@ -394,6 +398,9 @@ async def test_openapi_has_stable_operation_ids_and_examples(client: httpx.Async
         "updateSnippet",
         "deleteSnippet",
         "getJob",
+        "createApiKey",
+        "listApiKeys",
+        "revokeApiKey",
         "replayJob",
         "checkDrift",
     }

@@ -4,7 +4,9 @@ replay that proves the stored hashes, and drift detection after a silent edit.""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +14,15 @@ import httpx
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
+from structlog.testing import capture_logs
 
+from app.audit.trail import AuditTrail, OpenJob
 from app.config import AuditSettings
+from app.prompts.redaction import Redactor
+from app.providers import ProviderReply
+from app.schemas import Usage
+from app.store.db import Database
+from app.store.jobs import AuditWriter, JobRepository
 from tests.fakes.provider_server import FakeProviderServer, Reply
 from tests.support import running_app, serve_app, settings_for
 
@@ -164,7 +173,8 @@ async def test_a_client_that_disconnects_leaves_a_cancelled_record(
     fake: FakeProviderServer, database_url: str, pattern_root: Path, tmp_path: Path
 ) -> None:
     fake.script("openai", Reply.delay(10.0))
-    async with running_app(audit_settings(fake, database_url, pattern_root, tmp_path)) as (app, _):
+    settings = audit_settings(fake, database_url, pattern_root, tmp_path)
+    async with running_app(settings) as (app, http):
         body = json.dumps(NOTE_REQUEST).encode()
         inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         inbox.put_nowait({"type": "http.request", "body": body, "more_body": False})
@@ -184,6 +194,7 @@ async def test_a_client_that_disconnects_leaves_a_cancelled_record(
                 (b"host", b"gateway.test"),
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
+                (b"authorization", http.headers["authorization"].encode()),
             ],
         }
         sent: list[dict[str, Any]] = []
@@ -221,36 +232,79 @@ async def test_a_clean_stop_writes_every_queued_completion(
     assert [row["status"] for row in rows] == ["completed"] * 5
 
 
+EXTRACT = f"""---
+description: Extract a person.
+output_schema: {
+    json.dumps(
+        {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+            "required": ["name", "age"],
+            "additionalProperties": False,
+        }
+    )
+}
+---
+Extract the person mentioned in the message.
+"""
+
+
 async def test_no_personal_data_reaches_any_stored_column(
     fake: FakeProviderServer, database_url: str, pattern_root: Path, tmp_path: Path
 ) -> None:
+    (pattern_root / "extract.md").write_text(EXTRACT, encoding="utf-8")
+    card_digits = PII["card"].replace(" ", "")
     request = {
         "pattern_key": "note",
         "variables": {"owner": PII["email"]},
         "user_prompt": PII_PROMPT,
         "model": "anthropic/m",
+        "params": {"stop": [f"Mail {PII['email']}", f"Card {PII['card']}"]},
+    }
+    # The first answer fails the schema; its text, its issue texts and its unknown key all
+    # carry personal data, which must not survive in `attempts` either.
+    fake.script(
+        "openai",
+        Reply.ok(
+            text=json.dumps(
+                {"name": f"I am {PII['name']}", "age": PII["email"], PII["iban"]: PII["phone"]}
+            )
+        ),
+        Reply.ok(text=json.dumps({"name": "someone", "age": 3})),
+    )
+    structured = {
+        "pattern_key": "extract",
+        "user_prompt": PII_PROMPT,
+        "model": f"openai/gpt-4o-{card_digits}",  # a model name carrying a card number
     }
     async with serve_app(audit_settings(fake, database_url, pattern_root, tmp_path)) as http:
-        envelope = (await http.post("/v1/completions", json=request)).json()
+        envelope = (
+            await http.post(
+                "/v1/completions", json=request, headers={"x-request-id": f"order-{card_digits}"}
+            )
+        ).json()
         record = (await http.get(f"/v1/jobs/{envelope['job_id']}")).json()
+        second = await http.post("/v1/completions", json=structured)
+        assert second.status_code == 200, second.text
+        extracted = (await http.get(f"/v1/jobs/{second.json()['job_id']}")).json()
     # The caller still gets everything in clear; only the store is redacted.
     assert PII["email"] in envelope["prompt"]["system"]
     assert PII["card"] in envelope["response"]["text"]
-    [row] = await job_rows(database_url)
-    for column, value in row.items():
-        stored = value if isinstance(value, bytes) else json.dumps(value, default=str).encode()
-        for kind, raw in PII.items():
-            assert raw.encode() not in stored, f"{kind} found in column {column}"
-            assert raw.replace(" ", "").encode() not in stored, f"{kind} found in {column}"
+    assert extracted["attempts"][0]["valid"] is False and len(extracted["attempts"]) == 2
+    rows = await job_rows(database_url)
+    assert len(rows) == 2
+    for row in rows:
+        for column, value in row.items():
+            stored = value if isinstance(value, bytes) else json.dumps(value, default=str).encode()
+            for kind, raw in PII.items():
+                assert raw.encode() not in stored, f"{kind} found in column {column}"
+                assert raw.replace(" ", "").encode() not in stored, f"{kind} found in {column}"
     categories = set(record["redaction_map"].values())
     assert {"EMAIL", "PHONE", "CARD_NUMBER", "IBAN", "SIMPLE_NAME"} <= categories
-    for token in record["redaction_map"]:
-        assert (
-            token
-            in record["prompt_redacted"]["messages"][0]["content"]
-            + record["prompt_redacted"]["system"]
-            + record["response_redacted"]
-        )
+    for job in (record, extracted):
+        everything = json.dumps({k: v for k, v in job.items() if k != "redaction_map"})
+        for token in job["redaction_map"]:
+            assert token in everything
 
 
 async def test_the_audit_store_being_down_stops_the_call_with_503(
@@ -275,9 +329,20 @@ async def test_replay_rebuilds_the_prompt_and_every_hash_matches(
     request = {**NOTE_REQUEST, "user_prompt": PII_PROMPT}
     async with serve_app(audit_settings(fake, database_url, pattern_root, tmp_path)) as http:
         envelope = (await http.post("/v1/completions", json=request)).json()
-        replay = (await http.post(f"/v1/jobs/{envelope['job_id']}/replay")).json()
+        with capture_logs() as logs:
+            replay = (await http.post(f"/v1/jobs/{envelope['job_id']}/replay")).json()
+            revealed = await http.post(f"/v1/jobs/{envelope['job_id']}/replay?reveal=true")
+        metrics = (await http.get("/metrics")).text
     assert replay["reproduced"] is True and replay["differing"] == []
-    assert replay["prompt"] == envelope["prompt"]
+    # By default replay proves, it does not disclose: the prompt is redacted as stored.
+    assert replay["revealed"] is False
+    assert not [value for value in PII.values() if value in json.dumps(replay)]
+    assert "[EMAIL_" in replay["prompt"]["messages"][-1]["content"]
+    # Only an explicit reveal returns the raw prompt, and it is logged and counted.
+    assert revealed.json()["revealed"] is True
+    assert revealed.json()["prompt"] == envelope["prompt"]
+    assert [e["job_id"] for e in logs if e["event"] == "replay_revealed"] == [envelope["job_id"]]
+    assert "genai_replay_reveals_total 1.0" in metrics
     assert (
         replay["hashes"]["user_prompt_hash"]["recomputed"]
         == envelope["provenance"]["user_prompt_hash"]
@@ -377,7 +442,11 @@ async def test_replay_inputs_sealed_under_another_key_are_a_clear_409(
 
 
 async def test_unknown_job_is_404(client: httpx.AsyncClient) -> None:
-    for resp in (await client.get("/v1/jobs/nope"), await client.post("/v1/jobs/nope/replay")):
+    unknown = "0" * 32  # well formed; a malformed id is a 422 (tests/security/test_boundary.py)
+    for resp in (
+        await client.get(f"/v1/jobs/{unknown}"),
+        await client.post(f"/v1/jobs/{unknown}/replay"),
+    ):
         assert resp.status_code == 404
         assert resp.json()["error"]["type"] == "job_not_found"
 
@@ -399,3 +468,127 @@ async def test_migrations_match_the_table_definitions(database_url: str) -> None
     async with database.engine.connect() as conn:
         assert await conn.run_sync(diff) == []
     await database.aclose()
+
+
+async def test_a_poisoned_provider_answer_is_stored_escaped_and_never_blocks_the_trail(
+    fake: FakeProviderServer, database_url: str, pattern_root: Path, tmp_path: Path
+) -> None:
+    # NUL is what PostgreSQL refuses; before escaping, this one answer stalled every later record.
+    fake.script("openai", Reply.ok(text="before\u0000after"))
+    async with serve_app(audit_settings(fake, database_url, pattern_root, tmp_path)) as http:
+        responses = [await http.post("/v1/completions", json=NOTE_REQUEST) for _ in range(4)]
+        assert [r.status_code for r in responses] == [200] * 4
+        assert responses[0].json()["response"]["text"] == "before\u0000after"
+        records = [await http.get(f"/v1/jobs/{r.json()['job_id']}") for r in responses]
+        ready = await http.get("/readyz")
+    assert [r.status_code for r in records] == [200] * 4
+    poisoned, *normal = (r.json() for r in records)
+    assert poisoned["status"] == "completed"
+    assert poisoned["response_redacted"] == "before\\u0000after"  # the literal text \u0000
+    assert poisoned["escaped_fields"] == ["response_redacted"]
+    assert all(r["status"] == "completed" and r["escaped_fields"] is None for r in normal)
+    assert ready.json()["database"]["audit_backlog_stuck"] is False
+    assert {row["status"] for row in await job_rows(database_url)} == {"completed"}
+
+
+async def test_every_field_of_a_completion_is_made_storable_lone_surrogates_included(
+    database_url: str, tmp_path: Path
+) -> None:
+    # A lone surrogate cannot travel in the fake's JSON, so the trail is driven directly.
+    database = Database(database_url)
+    await database.migrate()
+    jobs = JobRepository(database.sessions)
+    writer = AuditWriter(jobs, flush_seconds=3600, batch_size=10)
+    trail = AuditTrail(jobs=jobs, writer=writer, redactor=Redactor(b"k"), vault=None)
+    from tests.test_audit_writer import _pending_row
+
+    await jobs.insert(_pending_row("j1"))
+    reply = ProviderReply(
+        text="lone \ud800 and nul \x00",
+        finish_reason="stop",
+        usage=Usage(input_tokens=1, output_tokens=2, total_tokens=3),
+    )
+    attempts = [{"attempt": 1, "response": "x\udc00", "issues": {"unknown": ["$.k\x00ey"]}}]
+    await trail.completed(
+        OpenJob("j1", {}), reply, latency_ms=1.0, upstream_ms=0.5, attempts=attempts
+    )
+    try:
+        record = await trail.get("j1")
+    finally:
+        await writer.aclose()
+        await database.aclose()
+    assert record.status == "completed"
+    assert record.response_redacted == "lone \\ud800 and nul \\u0000"
+    assert record.attempts is not None
+    assert record.attempts[0]["issues"]["unknown"] == ["$.k\\u0000ey"]
+    assert record.escaped_fields == ["attempts", "response_redacted"]
+
+
+async def test_pending_rows_left_by_a_crash_are_interrupted_at_start_up_but_fresh_ones_not(
+    fake: FakeProviderServer, database_url: str, pattern_root: Path, tmp_path: Path
+) -> None:
+    from tests.test_audit_writer import _pending_row
+
+    settings = audit_settings(fake, database_url, pattern_root, tmp_path)
+    database = Database(database_url)
+    await database.migrate()
+    jobs = JobRepository(database.sessions)
+    too_old = dt.timedelta(seconds=settings.stale_pending_after_seconds + 60)
+    await jobs.insert(_pending_row("a" * 32, dt.datetime.now(dt.UTC) - too_old))
+    # Still within the longest a request can live: another replica may be completing it.
+    await jobs.insert(_pending_row("b" * 32, dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)))
+    await database.aclose()
+    async with serve_app(settings) as http:
+        old = (await http.get(f"/v1/jobs/{'a' * 32}")).json()
+        fresh = (await http.get(f"/v1/jobs/{'b' * 32}")).json()
+    assert (old["status"], old["error_type"]) == ("interrupted", "interrupted")
+    assert old["completed_at"] is not None
+    assert fresh["status"] == "pending"
+
+
+async def test_a_stuck_audit_backlog_makes_the_service_not_ready(
+    fake: FakeProviderServer, database_url: str, pattern_root: Path, tmp_path: Path
+) -> None:
+    # Completions wait an hour for their batch, longer than the backlog may stay undrained.
+    settings = audit_settings(
+        fake,
+        database_url,
+        pattern_root,
+        tmp_path,
+        audit=AuditSettings(flush_seconds=3600, stuck_after_seconds=0.001),
+    )
+    async with serve_app(settings) as http:
+        assert (await http.get("/readyz")).status_code == 200
+        job_id = (await http.post("/v1/completions", json=NOTE_REQUEST)).json()["job_id"]
+        await asyncio.sleep(0.01)  # let the backlog age past stuck_after_seconds
+        stuck = await http.get("/readyz")
+        await http.get(f"/v1/jobs/{job_id}")  # reading a job writes the queue
+        drained = await http.get("/readyz")
+    assert stuck.status_code == 503
+    assert stuck.json()["status"] == "not_ready"
+    assert stuck.json()["database"]["audit_backlog_stuck"] is True
+    assert drained.status_code == 200
+    assert drained.json()["database"]["audit_backlog_stuck"] is False
+
+
+async def test_a_stop_with_the_store_down_spools_and_the_next_start_writes_it(
+    fake: FakeProviderServer, database_url: str, pattern_root: Path, tmp_path: Path
+) -> None:
+    settings = audit_settings(
+        fake, database_url, pattern_root, tmp_path, audit=AuditSettings(flush_seconds=3600)
+    )
+    engine = create_async_engine(database_url)
+    async with serve_app(settings) as http:
+        job_id = (await http.post("/v1/completions", json=NOTE_REQUEST)).json()["job_id"]
+        async with engine.begin() as conn:
+            await conn.execute(text("ALTER TABLE jobs RENAME TO jobs_away"))
+    [spooled] = list(settings.data_dir.glob("audit-spool-*.jsonl"))
+    assert stat.S_IMODE(spooled.stat().st_mode) == 0o600
+    assert job_id in spooled.read_text()
+    async with engine.begin() as conn:
+        await conn.execute(text("ALTER TABLE jobs_away RENAME TO jobs"))
+    await engine.dispose()
+    async with serve_app(settings) as http:
+        record = (await http.get(f"/v1/jobs/{job_id}")).json()
+    assert record["status"] == "completed"
+    assert list(settings.data_dir.glob("audit-spool-*")) == []

@@ -12,8 +12,11 @@ from app.prompts.redaction import (
     CATEGORIES,
     ELLIPSIS,
     MAX_REDACTED_CHARS,
+    TOKEN_RE,
     RedactionResult,
     Redactor,
+    _truncate,
+    clip,
 )
 
 TOKEN_SHAPE = re.compile(r"\[[A-Z_]+_[0-9a-f]{10}\]")
@@ -41,10 +44,14 @@ CATEGORY_CASES = [
     ("Pay to GB82WEST12345698765432.", "GB82WEST12345698765432", "IBAN"),
     ("Konto FR14 2004 1010 0505 0001 3M02 606 bitte", "FR14 2004 1010 0505 0001 3M02 606", "IBAN"),
     ("BE68 5390 0754 7034 EUR", "BE68 5390 0754 7034", "IBAN"),
+    ("iban gb82 west 1234 5698 7654 32 please", "gb82 west 1234 5698 7654 32", "IBAN"),
+    ("pay to de89370400440532013000.", "de89370400440532013000", "IBAN"),
     # CARD_NUMBER (Luhn-valid)
     ("Card 4111 1111 1111 1111 expires 12/27", "4111 1111 1111 1111", "CARD_NUMBER"),
     ("charged 5500-0055-5555-5559 twice", "5500-0055-5555-5559", "CARD_NUMBER"),
     ("amex 378282246310005.", "378282246310005", "CARD_NUMBER"),
+    ("dotted 4111.1111.1111.1111 works", "4111.1111.1111.1111", "CARD_NUMBER"),
+    ("ref-4111 1111 1111 1111 on file", "4111 1111 1111 1111", "CARD_NUMBER"),
     # IP_ADDRESS (IPv4 and IPv6)
     ("login from 192.168.1.23 failed", "192.168.1.23", "IP_ADDRESS"),
     ("server 10.0.0.1:8080 is down", "10.0.0.1", "IP_ADDRESS"),
@@ -60,6 +67,7 @@ CATEGORY_CASES = [
     ("Paris 01 23 45 67 89", "01 23 45 67 89", "PHONE"),
     # ID_CODE
     ("SSN 123-45-6789 on file", "123-45-6789", "ID_CODE"),
+    ("SSN 123 45 6789 on file", "123 45 6789", "ID_CODE"),
     ("isikukood 38001085718", "38001085718", "ID_CODE"),
     ("hetu 131052-308T", "131052-308T", "ID_CODE"),
     ("NINO AB123456C", "AB123456C", "ID_CODE"),
@@ -166,6 +174,20 @@ def test_formatting_variants_share_a_token() -> None:
     assert redact("John@Example.COM").tokens == redact("john@example.com").tokens
 
 
+def test_every_card_separator_and_iban_case_shares_a_token() -> None:
+    card = redact("4111 1111 1111 1111").tokens
+    assert redact("4111.1111.1111.1111").tokens == card
+    iban = redact("GB82 WEST 1234 5698 7654 32").tokens
+    assert redact("gb82 west 1234 5698 7654 32").tokens == iban
+    assert redact("SSN 123 45 6789").tokens == redact("SSN 123-45-6789").tokens
+
+
+def test_lower_case_iban_needs_its_country_length() -> None:
+    # Lower-case letter+digit runs are common in prose: only a registered length counts.
+    assert redact("xx12 the best thing ever said by anyone").tokens == {}
+    assert redact("gb82 west 1234 5698 7654 3").tokens == {}  # one character short
+
+
 def test_same_digits_in_different_categories_get_different_tokens() -> None:
     assert redact("4111111111111111").tokens.keys() != redact("4111111111111112").tokens.keys()
 
@@ -227,6 +249,7 @@ UNTOUCHED = [
     "12 345 678 people and 1234567.89 EUR in 3 years.",
     "I am happy, the Street is nice and Dr. is a title.",
     "Ratios 3:4:5 and std::vector<int> are not addresses.",
+    "Mixed 123 45-6789 separators and 12 34 5678 are not SSNs.",
 ]
 
 
@@ -339,3 +362,115 @@ def test_cached_results_equal_fresh_ones_and_the_cache_is_bounded() -> None:
         assert cached.redact(text) == fresh.redact(text)
     assert len(cached._cache) == 2 and texts[0] not in cached._cache
     assert fresh._cache == {}
+
+
+# --- structured values and model names -------------------------------------------------------
+
+
+def test_every_string_in_structured_data_is_redacted_keys_included() -> None:
+    value = {
+        "stop": ["mail jane@example.com", "END"],
+        "issues": {"unknown": ["$.4111 1111 1111 1111"], "jane@example.com": [1, None, True]},
+        "temperature": 0.2,
+    }
+    stored, tokens = REDACTOR.redact_data(value)
+    text = repr(stored)
+    assert "jane@example.com" not in text and "4111" not in text
+    assert stored["stop"][1] == "END" and stored["temperature"] == 0.2
+    assert set(tokens.values()) == {"EMAIL", "CARD_NUMBER"}
+    assert all(token in text for token in tokens)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "claude-3-5-sonnet-20241022",
+        "claude-sonnet-4-20250514",
+        "claude-3-opus@20240229",
+        "gpt-4o-2024-08-06",
+        "gpt-4o-mini",
+        "o1-mini-2024-09-12",
+        "gpt-3.5-turbo-16k-0613",
+        "mistral-large-2407",
+        "gemini-1.5-pro-002",
+        "llama3.1:8b",
+        "qwen2.5:72b-instruct-q4_K_M",
+        "hf.co/org/model:Q4_K_M",
+    ],
+)
+def test_real_model_names_stay_clear(model: str) -> None:
+    assert REDACTOR.redact_model_name(model) == RedactionResult(text=model, tokens={})
+
+
+@pytest.mark.parametrize(
+    ("model", "raw"),
+    [
+        ("m-4111111111111111", "4111111111111111"),
+        ("acct-4111.1111.1111.1111", "4111.1111.1111.1111"),
+        ("user-12345678-model", "12345678"),
+        ("born-19850312", "19850312"),  # not a release stamp: 20YYMMDD only
+        ("gpt-jane@example.com", "jane@example.com"),
+    ],
+)
+def test_personal_data_in_a_model_name_is_redacted(model: str, raw: str) -> None:
+    result = REDACTOR.redact_model_name(model)
+    assert raw not in result.text and result.tokens
+    assert all(token in result.text for token in result.tokens)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=MIXED_TEXT, limit=st.integers(1, 120))
+def test_clipping_to_a_column_never_splits_a_token(text: str, limit: int) -> None:
+    clipped = clip(redact(text), limit)
+    assert len(clipped.text) <= limit
+    assert set(TOKEN_SHAPE.findall(clipped.text)) == set(clipped.tokens)
+    assert not re.search(r"\[[A-Z_]+_?[0-9a-f]{0,10}…$", clipped.text)
+
+
+# --- long texts: only a bounded prefix is scanned ---------------------------------------------
+
+
+def _full_redaction(text: str) -> RedactionResult:
+    """The reference: every character scanned, then capped (what the bounded prefix must equal)."""
+    redacted = REDACTOR._passes(text)
+    capped, truncated = _truncate(redacted)
+    tokens = {m.group(0): m.group("category") for m in TOKEN_RE.finditer(capped)}
+    return RedactionResult(text=capped, tokens=tokens, truncated=truncated)
+
+
+VALUES = [
+    "4111 1111 1111 1111",
+    "jane.doe@example.com",
+    "GB82 WEST 1234 5698 7654 32",
+    "123 45 6789",
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    long_emails=st.integers(0, 40),
+    filler=st.integers(0, 40_000),
+    value=st.sampled_from(VALUES),
+    repeat=st.integers(1, 3),
+)
+def test_a_long_text_redacts_as_if_scanned_whole(
+    long_emails: int, filler: int, value: str, repeat: int
+) -> None:
+    # Long e-mails shrink to short tokens (so the scanned prefix must widen); the value lands at
+    # every distance from the places the text is cut, the spaced values straddling them.
+    shrinking = " ".join(f"{'a' * 900}{i}@example.com" for i in range(long_emails))
+    text = shrinking + " " + "x " * (filler // 2) + (value + " ") * repeat + "lorem " * 5_000
+    result = REDACTOR.redact(text)
+    assert result == _full_redaction(text)
+    assert value not in result.text
+    assert len(result.text) <= MAX_REDACTED_CHARS
+
+
+def test_a_value_straddling_the_scanned_prefix_is_never_kept_in_part() -> None:
+    # Redaction shrinks the head (long e-mails), so the first cut would fall within what is kept.
+    head = " ".join(f"{'b' * 2000}{i}@example.com" for i in range(12))
+    for shift in range(0, 40, 3):
+        text = head + " " + "y" * shift + " 4111 1111 1111 1111 " + "lorem " * 10_000
+        result = REDACTOR.redact(text)
+        assert "4111" not in result.text
+        assert result == _full_redaction(text)

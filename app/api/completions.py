@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from app.api.deps import RequestIdDep, ServiceDep
+from app.api.deps import CanComplete, RequestIdDep, ServiceDep
 from app.api.disconnect import cancel_on_disconnect
 from app.api.errors import error_responses
 from app.schemas import CompletionEnvelope, RenderRequest, RenderResult
 
-router = APIRouter(prefix="/v1", tags=["completions"])
+router = APIRouter(prefix="/v1", tags=["completions"], dependencies=[CanComplete])
 
 
 @router.post(

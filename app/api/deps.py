@@ -6,11 +6,14 @@ needless hop per request for what are attribute lookups.
 
 from __future__ import annotations
 
-from typing import Annotated, cast
+from typing import Annotated, Any, cast
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.audit.replay import Auditor
+from app.auth.authenticator import Authenticator, Principal
+from app.auth.keys import Scope
 from app.runtime import Runtime
 from app.service import GenAIService
 from app.snippets import SnippetLibrary
@@ -41,6 +44,34 @@ async def get_snippets(request: Request) -> SnippetLibrary:
     return _runtime(request).snippets
 
 
+async def get_authenticator(request: Request) -> Authenticator:
+    return _runtime(request).authenticator
+
+
+# Declares the bearer scheme in the OpenAPI document; the Authenticator reads the header itself
+# so that every refusal carries the service's own error body.
+_bearer = HTTPBearer(
+    auto_error=False, description="An API key from `genai keys create` or POST /v1/keys."
+)
+
+
+def require(scope: Scope) -> Any:
+    """A route dependency: the caller's key must allow `scope` (the OpenAPI lists it)."""
+
+    async def authorize(
+        request: Request,
+        _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> Principal:
+        authenticator = _runtime(request).authenticator
+        principal = request.scope.get("state", {}).get("principal")
+        if principal is None:  # an app assembled without AuthMiddleware still checks the key
+            principal = await authenticator.authenticate(request.headers.get("authorization"))
+        authenticator.require(principal, scope)
+        return cast(Principal, principal)
+
+    return Security(authorize, scopes=[scope.value])
+
+
 async def get_request_id(request: Request) -> str | None:
     return cast(str | None, request.scope.get("state", {}).get("request_id"))
 
@@ -51,3 +82,6 @@ AuditorDep = Annotated[Auditor, Depends(get_auditor)]
 TemplatesDep = Annotated[TemplateRepository, Depends(get_templates)]
 SnippetsDep = Annotated[SnippetLibrary, Depends(get_snippets)]
 RequestIdDep = Annotated[str | None, Depends(get_request_id)]
+AuthenticatorDep = Annotated[Authenticator, Depends(get_authenticator)]
+CanComplete = require(Scope.complete)
+IsAdmin = require(Scope.admin)

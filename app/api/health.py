@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy.exc import SQLAlchemyError
 
 from app.api.deps import RuntimeDep
+from app.errors import StoreUnavailable
+from app.runtime import Runtime
 
 router = APIRouter(tags=["health"])
 
@@ -15,6 +18,15 @@ router = APIRouter(tags=["health"])
 @router.get("/healthz", operation_id="healthz", summary="The process is alive")
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
+
+
+def _auth_status(runtime: Runtime) -> dict[str, object]:
+    if not runtime.settings.auth_disabled:
+        return {"enabled": True}
+    return {
+        "enabled": False,
+        "warning": "GENAI_AUTH_DISABLED is set: every /v1 route answers anyone as admin.",
+    }
 
 
 @router.get(
@@ -28,13 +40,17 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
     problems = {name: p.problems for name, p in patterns.problems().items()}
     providers = runtime.service.providers.status()
     try:
-        schema_current: bool | None = await runtime.database.schema_is_current()
-        await runtime.auditor.jobs.ping()
+        # Bounded: a locked table or a silent server makes the probe fail, never hang.
+        async with asyncio.timeout(runtime.settings.database_lock_timeout_seconds):
+            schema_current: bool | None = await runtime.database.schema_is_current()
+            await runtime.auditor.jobs.ping()
         reachable = True
-    except (SQLAlchemyError, OSError):
+    except (StoreUnavailable, TimeoutError):
         schema_current, reachable = None, False
+    stuck = runtime.writer.stuck
     ready = (
-        not missing_roots
+        not stuck
+        and not missing_roots
         and bool(patterns.names())
         and any(providers.values())
         and reachable
@@ -48,10 +64,13 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
             "invalid": problems,
         },
         "providers": providers,
+        "auth": _auth_status(runtime),
         "database": {
             "reachable": reachable,
             "schema_current": schema_current,
             "audit_backlog": runtime.writer.backlog,
+            # Queued audit records have not drained for GENAI_AUDIT__STUCK_AFTER_SECONDS.
+            "audit_backlog_stuck": stuck,
         },
     }
     return JSONResponse(body, status_code=200 if ready else 503)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
-from app.api.deps import AuditorDep, ServiceDep
+from app.api.deps import AuditorDep, IsAdmin, ServiceDep
 from app.api.errors import error_responses
+from app.api.params import JobIdPath
 from app.schemas import DriftReport, JobRecord, ReplayResult
 
-router = APIRouter(prefix="/v1", tags=["jobs"])
+router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[IsAdmin])
 
 
 @router.get(
@@ -17,7 +18,7 @@ router = APIRouter(prefix="/v1", tags=["jobs"])
     summary="The stored (redacted) audit record of one completion",
     responses=error_responses(404),
 )
-async def get_job(job_id: str, service: ServiceDep) -> JobRecord:
+async def get_job(job_id: JobIdPath, service: ServiceDep) -> JobRecord:
     return await service.audit.get(job_id)
 
 
@@ -27,8 +28,15 @@ async def get_job(job_id: str, service: ServiceDep) -> JobRecord:
     summary="Rebuild the job's exact prompt and prove it against the stored hashes",
     responses=error_responses(404, 409),
 )
-async def replay_job(job_id: str, auditor: AuditorDep) -> ReplayResult:
-    return await auditor.replay(job_id)
+async def replay_job(
+    job_id: JobIdPath,
+    auditor: AuditorDep,
+    reveal: bool = Query(
+        default=False,
+        description="Return the raw prompt instead of the redacted one; logged and counted.",
+    ),
+) -> ReplayResult:
+    return await auditor.replay(job_id, reveal=reveal)
 
 
 @router.get(

@@ -5,12 +5,12 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from app.api.deps import ServiceDep
+from app.api.deps import CanComplete, ServiceDep
 from app.api.errors import error_responses
 from app.catalog import Pattern
 from app.schemas import PatternDetail, PatternSummary
 
-router = APIRouter(prefix="/v1/patterns", tags=["patterns"])
+router = APIRouter(prefix="/v1/patterns", tags=["patterns"], dependencies=[CanComplete])
 
 
 class PatternList(BaseModel):

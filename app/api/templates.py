@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, status
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, status
 from pydantic import BaseModel
 
-from app.api.deps import TemplatesDep
+from app.api.deps import CanComplete, IsAdmin, RuntimeDep, TemplatesDep
 from app.api.errors import error_responses
+from app.api.params import SlugPath, SlugQuery, VersionPath
+from app.catalog.renderer import TemplateRenderer
 from app.catalog.templates import check_new_template
 from app.schemas import TemplateCreate, TemplateVersion
 
@@ -17,23 +21,39 @@ class TemplateVersionList(BaseModel):
     versions: list[TemplateVersion]
 
 
+async def get_renderer(runtime: RuntimeDep) -> TemplateRenderer:
+    return runtime.renderer
+
+
+# The bounded renderer a new version's trial render runs on (belongs in app/api/deps.py).
+RendererDep = Annotated[TemplateRenderer, Depends(get_renderer)]
+
+
 @router.post(
     "",
     operation_id="createTemplateVersion",
     status_code=status.HTTP_201_CREATED,
+    dependencies=[IsAdmin],
     summary="Store the next immutable version of a template",
     responses=error_responses(409, 422),
 )
-async def create_template_version(body: TemplateCreate, templates: TemplatesDep) -> TemplateVersion:
-    check_new_template(body.name, body.template, body.variables)
+async def create_template_version(
+    body: TemplateCreate, templates: TemplatesDep, renderer: RendererDep
+) -> TemplateVersion:
+    await check_new_template(renderer, body.name, body.template, body.variables)
     return await templates.create_version(body)
 
 
-@router.get("", operation_id="listTemplateVersions", summary="Template versions, filterable")
+@router.get(
+    "",
+    operation_id="listTemplateVersions",
+    dependencies=[CanComplete],
+    summary="Template versions, filterable",
+)
 async def list_template_versions(
     templates: TemplatesDep,
-    name: str | None = Query(default=None),
-    role: str | None = Query(default=None),
+    name: SlugQuery = None,
+    role: SlugQuery = None,
 ) -> TemplateVersionList:
     return TemplateVersionList(versions=await templates.list_versions(name, role))
 
@@ -41,11 +61,12 @@ async def list_template_versions(
 @router.get(
     "/{name}/{role}/versions/{version}",
     operation_id="getTemplateVersion",
+    dependencies=[CanComplete],
     summary="One template version",
     responses=error_responses(404),
 )
 async def get_template_version(
-    name: str, role: str, version: int, templates: TemplatesDep
+    name: SlugPath, role: SlugPath, version: VersionPath, templates: TemplatesDep
 ) -> TemplateVersion:
     return await templates.get(name, role, version)
 
@@ -53,10 +74,11 @@ async def get_template_version(
 @router.post(
     "/{name}/{role}/versions/{version}/activate",
     operation_id="activateTemplateVersion",
+    dependencies=[IsAdmin],
     summary="Make this version the active variant of (name, role)",
     responses=error_responses(404, 409),
 )
 async def activate_template_version(
-    name: str, role: str, version: int, templates: TemplatesDep
+    name: SlugPath, role: SlugPath, version: VersionPath, templates: TemplatesDep
 ) -> TemplateVersion:
     return await templates.activate(name, role, version)

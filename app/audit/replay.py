@@ -143,13 +143,18 @@ class Auditor:
             **source,
             variables=inputs["variables"],
             user_prompt=inputs["user_prompt"],
-            model=f"{job.provider}/{job.model}",
+            # The stored model name may be redacted; newer sealed inputs keep it as chosen.
+            model=inputs.get("model") or f"{job.provider}/{job.model}",
             snippets=inputs.get("snippets") or {},
             instructions=inputs.get("instructions"),
         )
 
-    async def replay(self, job_id: str) -> ReplayResult:
-        """Rebuild the exact historical prompt; every stored hash must match the recomputed one."""
+    async def replay(self, job_id: str, *, reveal: bool = False) -> ReplayResult:
+        """Rebuild the exact historical prompt; every stored hash must match the recomputed one.
+
+        The prompt comes back redacted, as it is stored; only `reveal` returns it raw, and every
+        reveal is logged (with the caller's key id) and counted.
+        """
         job = await self._job(job_id)
         if job.replay_inputs is None or self.vault is None:
             raise ReplayUnavailable(
@@ -168,8 +173,16 @@ class Auditor:
         except GenAIError as exc:  # the source is gone or no longer renders: hashes say so
             log.info("replay_render_failed", job_id=job.id, error_type=exc.error_type)
         else:
+            stored_form = redact_prompt(self.redactor, result.prompt)[0]
+            rebuilt_prompt_hash = _prompt_hash(stored_form)
             prompt = result.prompt
-            rebuilt_prompt_hash = _prompt_hash(redact_prompt(self.redactor, prompt)[0])
+            if not reveal:
+                prompt = RenderedPrompt.model_validate(
+                    {**stored_form, "system_folded": result.prompt.system_folded}
+                )
+        if reveal:
+            self.metrics.replay_reveals.inc()
+            log.warning("replay_revealed", job_id=job.id)
         checks = {
             "pattern_content_hash": (job.pattern_content_hash, await self.current_source_hash(job)),
             "variables_hash": (job.variables_hash, hash_variables(inputs["variables"])),
@@ -187,4 +200,5 @@ class Auditor:
             hashes=hashes,
             differing=differing,
             prompt=prompt,
+            revealed=reveal and prompt is not None,
         )

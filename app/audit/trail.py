@@ -1,17 +1,30 @@
-"""AuditTrail: a pending record before every provider call, completed or failed after it."""
+"""AuditTrail: a pending record before every provider call, completed or failed after it.
+
+Everything stored is redacted first: the prompt, the response, error messages, structured-output
+attempts (every string in them), `params` (stop strings), `request_id` and `model` (see
+`Redactor.redact_model_name` for why release dates stay clear). Then every row, the pending
+insert and each completion alike, passes `storable`, which escapes what a backend refuses.
+
+A record left `pending` by a crash is marked `interrupted` by `interrupt_stale`, but only once it
+is older than the longest a request can live (`Settings.stale_pending_after_seconds`): no live
+process, this one or another sharing the database, can still complete it.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from sqlalchemy import String
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.catalog.source import RenderedSource
 from app.errors import GenAIError, JobNotFound, StoreUnavailable
-from app.prompts.redaction import Redactor
+from app.prompts.redaction import Redactor, clip
 from app.providers import ProviderReply
 from app.schemas import (
     JobRecord,
@@ -23,18 +36,37 @@ from app.schemas import (
 )
 from app.store.jobs import AuditWriter, JobRepository
 from app.store.secrets import ReplayVault
+from app.store.storable import storable
+from app.store.tables import Job
+
+T = TypeVar("T")
+
+OFFLOAD_CHARS = 20_000
+"""Redacting more text than this runs in a worker thread, so it never stalls the event loop."""
+INTERRUPTED_MESSAGE = (
+    "The process handling this job stopped before recording its outcome; the job is older than "
+    "the longest a request can live, so no running process can still complete it."
+)
 
 
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def _column_size(name: str) -> int:
+    """A text column's declared length: redacted values must fit it on PostgreSQL."""
+    column_type = Job.__table__.c[name].type
+    assert isinstance(column_type, String) and column_type.length
+    return column_type.length
+
+
 @dataclass(frozen=True, slots=True)
 class OpenJob:
-    """A job whose pending record is stored; its prompt's redaction tokens travel with it."""
+    """A job whose pending record is stored; its redaction tokens and escapes travel with it."""
 
     id: str
     prompt_tokens: dict[str, str]
+    escaped_fields: tuple[str, ...] = ()
 
 
 def redact_prompt(
@@ -49,6 +81,20 @@ def redact_prompt(
         tokens.update(redacted.tokens)
         messages.append({"role": message.role, "content": redacted.text})
     return {"system": system.text, "messages": messages}, tokens
+
+
+def _text_size(*texts: str | None, attempts: Sequence[dict[str, Any]] = ()) -> int:
+    responses = (attempt.get("response") for attempt in attempts)
+    return sum(len(text or "") for text in texts) + sum(
+        len(text) for text in responses if isinstance(text, str)
+    )
+
+
+async def _off_loop(build: Callable[[], T], size: int) -> T:
+    """Small work inline (a thread hop costs more); large work in a worker thread."""
+    if size <= OFFLOAD_CHARS:
+        return build()
+    return await asyncio.to_thread(build)
 
 
 class AuditTrail:
@@ -79,7 +125,63 @@ class AuditTrail:
     ) -> OpenJob:
         """Write the pending record and return its id; if that fails, nothing is called."""
         job_id = uuid.uuid4().hex
+
+        def build() -> tuple[dict[str, Any], dict[str, str]]:
+            return self._pending_row(
+                job_id, request, request_id, source, choice, params, prompt, provenance
+            )
+
+        size = _text_size(
+            prompt.system, request.user_prompt, *(message.content for message in prompt.messages)
+        )
+        job, tokens = await _off_loop(build, size)
+        job["snippet_ids"] = list(snippet_ids)
+        row, escaped = storable(job)
+        row["escaped_fields"] = escaped or None
+        try:
+            await self.jobs.insert(row)
+        except (SQLAlchemyError, OSError, StoreUnavailable):
+            raise StoreUnavailable(
+                "The audit store cannot be written, so the provider was not called; "
+                "check the database (see /readyz)."
+            ) from None
+        return OpenJob(job_id, tokens, tuple(escaped))
+
+    def _pending_row(
+        self,
+        job_id: str,
+        request: RenderRequest,
+        request_id: str | None,
+        source: RenderedSource,
+        choice: ModelChoice,
+        params: ModelParams,
+        prompt: RenderedPrompt,
+        provenance: Provenance,
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        """The pending record, every caller-supplied text in it redacted; pure CPU work."""
         stored_prompt, tokens = redact_prompt(self.redactor, prompt)
+        stored_params, param_tokens = self.redactor.redact_data(
+            params.model_dump(exclude_none=True)
+        )
+        model = clip(self.redactor.redact_model_name(choice.name), _column_size("model"))
+        tokens.update(param_tokens | model.tokens)
+        stored_request_id = None
+        if request_id is not None:
+            redacted_id = clip(self.redactor.redact(request_id), _column_size("request_id"))
+            stored_request_id = redacted_id.text
+            tokens.update(redacted_id.tokens)
+        source_name, role = source.name, source.role
+        if source.kind == "fallback":
+            # Pattern and template names were found in the catalog; a fallback's are free text.
+            named = clip(self.redactor.redact(source.name), _column_size("source_name"))
+            source_name, role = named.text, None
+            tokens.update(named.tokens)
+            if source.role is not None:
+                redacted_role = clip(
+                    self.redactor.redact(source.role), _column_size("template_role")
+                )
+                role = redacted_role.text
+                tokens.update(redacted_role.tokens)
         replay = None
         if self.vault is not None:
             # Everything needed to rebuild the prompt exactly; sealed, as it may hold personal data.
@@ -90,55 +192,59 @@ class AuditTrail:
                     "user_prompt": request.user_prompt,
                     "instructions": request.instructions,
                     "snippets": request.snippets,
+                    "model": choice.model,  # the stored name may be redacted
                 },
             )
         job = dict(
             id=job_id,
-            request_id=request_id,
+            request_id=stored_request_id,
             created_at=_now(),
             status="pending",
             source_kind=source.kind,
-            source_name=source.name,
+            source_name=source_name,
             source_base_path=source.base_path,
             template_id=source.template_id,
-            template_role=source.role,
+            template_role=role,
             template_version=source.version,
             template_sha256=source.content_hash,
             pattern_content_hash=provenance.pattern_content_hash,
             variables_hash=provenance.variables_hash,
             user_prompt_hash=provenance.user_prompt_hash,
             provider=choice.provider,
-            model=choice.name,
-            params=params.model_dump(exclude_none=True),
+            model=model.text,
+            params=stored_params,
             prompt_redacted=stored_prompt,
             redaction_map=tokens,
-            snippet_ids=list(snippet_ids),
             replay_inputs=replay,
             attempts=None,
         )
-        try:
-            await self.jobs.insert(job)
-        except (SQLAlchemyError, OSError):
-            raise StoreUnavailable(
-                "The audit store cannot be written, so the provider was not called; "
-                "check the database (see /readyz)."
-            ) from None
-        return OpenJob(job_id, tokens)
+        return job, tokens
 
     def _attempts(
         self, attempts: list[dict[str, Any]]
     ) -> tuple[list[dict[str, Any]] | None, dict[str, str]]:
-        """Structured-output attempts as stored: each response redacted."""
+        """Structured-output attempts as stored: every string in them redacted (issues too)."""
         if not attempts:
             return None, {}
-        stored, tokens = [], {}
-        for attempt in attempts:
-            redacted = self.redactor.redact(attempt.get("response") or "")
-            tokens.update(redacted.tokens)
-            stored.append({**attempt, "response": redacted.text})
+        stored, tokens = self.redactor.redact_data(attempts)
         return stored, tokens
 
-    def completed(
+    def _submit(self, job: OpenJob, change: dict[str, Any]) -> None:
+        row, escaped = storable(change)
+        row["escaped_fields"] = sorted({*job.escaped_fields, *escaped}) or None
+        self.writer.submit(job.id, row)
+
+    async def _record(self, job: OpenJob, build: Callable[[], dict[str, Any]], size: int) -> None:
+        """Builds the change (off the loop when large) and queues it, even if cancelled."""
+        try:
+            change = await _off_loop(build, size)
+        except asyncio.CancelledError:
+            # The request is being cancelled: its outcome is still recorded, inline.
+            self._submit(job, build())
+            raise
+        self._submit(job, change)
+
+    async def completed(
         self,
         job: OpenJob,
         reply: ProviderReply,
@@ -147,14 +253,18 @@ class AuditTrail:
         upstream_ms: float,
         attempts: list[dict[str, Any]] | None = None,
     ) -> None:
-        response = self.redactor.redact(reply.text)
-        stored_attempts, attempt_tokens = self._attempts(attempts or [])
-        self.writer.submit(
-            job.id,
-            {
+        def build() -> dict[str, Any]:
+            response = self.redactor.redact(reply.text)
+            stored_attempts, attempt_tokens = self._attempts(attempts or [])
+            finish = None
+            if reply.finish_reason is not None:
+                finish = clip(self.redactor.redact(reply.finish_reason), 32).text
+            return {
                 "status": "completed",
                 "completed_at": _now(),
-                "finish_reason": reply.finish_reason,
+                "error_type": None,  # over an `interrupted` mark set while the store was down
+                "error_message": None,
+                "finish_reason": finish,
                 "input_tokens": reply.usage.input_tokens,
                 "output_tokens": reply.usage.output_tokens,
                 "latency_ms": latency_ms,
@@ -162,10 +272,11 @@ class AuditTrail:
                 "response_redacted": response.text,
                 "redaction_map": {**job.prompt_tokens, **attempt_tokens, **response.tokens},
                 "attempts": stored_attempts,
-            },
-        )
+            }
 
-    def failed(
+        await self._record(job, build, _text_size(reply.text, attempts=attempts or []))
+
+    async def failed(
         self,
         job: OpenJob,
         error: GenAIError,
@@ -174,11 +285,10 @@ class AuditTrail:
         upstream_ms: float | None,
         attempts: list[dict[str, Any]] | None = None,
     ) -> None:
-        message = self.redactor.redact(error.message)
-        stored_attempts, attempt_tokens = self._attempts(attempts or [])
-        self.writer.submit(
-            job.id,
-            {
+        def build() -> dict[str, Any]:
+            message = self.redactor.redact(error.message)
+            stored_attempts, attempt_tokens = self._attempts(attempts or [])
+            return {
                 "status": "failed",
                 "completed_at": _now(),
                 "error_type": error.error_type,
@@ -187,20 +297,25 @@ class AuditTrail:
                 "upstream_latency_ms": upstream_ms,
                 "redaction_map": {**job.prompt_tokens, **attempt_tokens, **message.tokens},
                 "attempts": stored_attempts,
-            },
-        )
+            }
+
+        await self._record(job, build, _text_size(error.message, attempts=attempts or []))
 
     def cancelled(
         self, job: OpenJob, *, latency_ms: float, attempts: list[dict[str, Any]] | None = None
     ) -> None:
-        """Called while the request task is being cancelled: it must not await."""
+        """Called while the request task is being cancelled: it must not await.
+
+        Redaction here is inline, but bounded: only a prefix of each attempt is ever scanned.
+        """
         stored_attempts, attempt_tokens = self._attempts(attempts or [])
-        self.writer.submit(
-            job.id,
+        self._submit(
+            job,
             {
                 "status": "cancelled",
                 "completed_at": _now(),
                 "error_type": "client_disconnected",
+                "error_message": None,
                 "latency_ms": latency_ms,
                 "redaction_map": {**job.prompt_tokens, **attempt_tokens},
                 "attempts": stored_attempts,
@@ -208,7 +323,14 @@ class AuditTrail:
         )
 
     async def get(self, job_id: str) -> JobRecord:
-        await self.writer.flush()  # read-your-writes for completions still queued
+        try:
+            # Read-your-writes for completions still queued; shielded so that a caller going
+            # away never cancels a flush in the middle of its transaction.
+            await asyncio.shield(self.writer.flush())
+        except (SQLAlchemyError, OSError, StoreUnavailable):
+            raise StoreUnavailable(
+                "Queued audit records cannot be written right now; try again (see /readyz)."
+            ) from None
         job = await self.jobs.get(job_id)
         if job is None:
             raise JobNotFound(job_id)
@@ -216,3 +338,12 @@ class AuditTrail:
         return JobRecord.model_validate(
             {**fields, "replay_available": job.replay_inputs is not None}
         )
+
+    async def interrupt_stale(self, *, older_than_seconds: float) -> int:
+        """Marks `interrupted` the pending records no live process can still complete.
+
+        This process's own queued completions are written first, so none of them is overtaken.
+        """
+        await self.writer.flush()
+        cutoff = _now() - dt.timedelta(seconds=older_than_seconds)
+        return await self.jobs.interrupt_pending(created_before=cutoff, message=INTERRUPTED_MESSAGE)

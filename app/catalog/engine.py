@@ -1,18 +1,32 @@
-"""The one sandboxed Jinja2 environment: every template, file or database, renders through it."""
+"""The one sandboxed Jinja2 environment: every template, file or database, renders through it.
+
+The environment is bounded (`app/catalog/sandbox.py`): values cannot outgrow the render budget
+and hooks check its deadline. `apply_template` consumes the output piece by piece and stops at
+the size limit. Run both functions through `TemplateRenderer` (`app/catalog/renderer.py`) to get
+the wall-clock limit; called directly they are size-bounded but untimed.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Generator, Mapping
+from typing import Any, cast
 
 from jinja2 import StrictUndefined, Template, TemplateSyntaxError, UndefinedError, meta
 from jinja2.exceptions import SecurityError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from app.errors import InvalidPattern, MissingVariables, PatternRenderError, SandboxViolation
+from app.catalog.budget import OverBudget, tick, too_large
+from app.catalog.sandbox import BoundedSandbox
+from app.errors import (
+    InvalidPattern,
+    MissingVariables,
+    PatternRenderError,
+    RenderTooDeep,
+    RenderTooLarge,
+    SandboxViolation,
+)
 
 # Immutable: templates cannot mutate the lists and dicts callers pass in.
-_ENV = ImmutableSandboxedEnvironment(
+_ENV = BoundedSandbox(
     undefined=StrictUndefined,
     autoescape=False,
     keep_trailing_newline=False,
@@ -28,6 +42,10 @@ def compile_template(name: str, source: str) -> tuple[Template, frozenset[str]]:
         raise InvalidPattern(
             name, [f"Jinja syntax error on line {exc.lineno}: {exc.message}"]
         ) from None
+    except RecursionError:
+        raise RenderTooDeep(name, "the template nests too deeply to compile") from None
+    except OverBudget as exc:  # the compile itself ran past the deadline
+        raise exc.kind(name, exc.problem) from None
     return template, frozenset(meta.find_undeclared_variables(parsed))
 
 
@@ -41,8 +59,22 @@ def apply_template(
     missing = referenced - variables.keys()
     if missing:
         raise MissingVariables(name, sorted(missing))
+    pieces = cast(Generator[str, None, None], template.generate(**variables))
     try:
-        return template.render(**variables)
+        limit, size, output = tick(), 0, []
+        for piece in pieces:
+            size += len(piece)
+            if size > limit:
+                raise too_large("the output", size, limit)
+            tick()
+            output.append(piece)
+        return "".join(output)
+    except OverBudget as exc:
+        raise exc.kind(name, exc.problem) from None
+    except RecursionError:
+        raise RenderTooDeep(name, "recursion went deeper than the interpreter allows") from None
+    except MemoryError:
+        raise RenderTooLarge(name, "rendering ran out of memory") from None
     except SecurityError:
         raise SandboxViolation(name) from None
     except UndefinedError as exc:
@@ -52,3 +84,5 @@ def apply_template(
         raise PatternRenderError(
             f"Pattern {name!r} could not render with the given variables: {exc}"
         ) from None
+    finally:
+        pieces.close()

@@ -46,6 +46,13 @@ class PatternLibrary:
     `refresh()` is blocking file I/O: call it at start-up or from a worker thread
     (`asyncio.to_thread`), never on the event loop. Unchanged files (same mtime, size, inode)
     are not re-read, so a refresh of an idle catalog costs one `stat` per file.
+
+    Loading only compiles, and compiling cannot hang: the sandbox folds no operator or filter
+    that could explode (`app/catalog/sandbox.py`), so a file such as `{{ 9**(9**9) }}` loads in
+    microseconds. Its variables come from requests, so whether it breaks a budget is known only
+    when it renders: it stays loadable and each render of it answers 422 (`render_too_large`,
+    `render_timeout`, `render_too_deep`) under the renderer's budget. Only a body nested too
+    deeply to compile at all is marked invalid here.
     """
 
     def __init__(self, base_path: str | Path, *, defaults: Mapping[str, Any] | None = None) -> None:

@@ -20,7 +20,7 @@ from jsonschema import Draft202012Validator, SchemaError
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from app.catalog.engine import apply_template, compile_template
-from app.errors import InvalidPattern, MissingVariables
+from app.errors import InvalidPattern, MissingVariables, RenderLimitExceeded
 from app.routing.capabilities import Requirement
 from app.schemas import Message, ModelParams
 from app.tracking import pattern_content_hash
@@ -178,7 +178,10 @@ def parse_pattern(
         raise InvalidPattern(name, problems) from None
     sections = []
     for role, source in _split_sections(name, body):
-        template, referenced = compile_template(name, source)
+        try:
+            template, referenced = compile_template(name, source)
+        except RenderLimitExceeded as exc:  # nesting too deep to compile: a broken file
+            raise InvalidPattern(name, [exc.message]) from None
         sections.append(Section(role, template, referenced))
     problems = [
         f"snippet label {label!r} must be UPPER_CASE"

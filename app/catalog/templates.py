@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 from app.catalog.engine import apply_template, compile_template
-from app.errors import InvalidPattern, InvalidTemplate, VariableContractViolation
+from app.catalog.renderer import TemplateRenderer
+from app.errors import (
+    InvalidPattern,
+    InvalidTemplate,
+    PatternRenderError,
+    RenderLimitExceeded,
+    SandboxViolation,
+    VariableContractViolation,
+)
 from app.schemas import TemplateVersion
 from app.tracking import canonical_json, sha256_hex
 
@@ -27,14 +35,13 @@ def template_checksum(text: str) -> str:
     return sha256_hex(text.encode("utf-8"))
 
 
-def check_new_template(name: str, text: str, variables: Sequence[str]) -> None:
-    """Refuse a version whose body and declared variables disagree, before it is stored."""
+def _check_new_template(name: str, text: str, variables: Sequence[str]) -> None:
     problems = [
         f"variable {v!r} is declared twice"
         for v in sorted({v for v in variables if list(variables).count(v) > 1})
     ]
     try:
-        _, referenced = compile_template(name, text)
+        template, referenced = compile_template(name, text)
     except InvalidPattern as exc:
         raise InvalidTemplate(f"Template {name!r} is invalid", exc.problems) from None
     problems += [
@@ -45,6 +52,24 @@ def check_new_template(name: str, text: str, variables: Sequence[str]) -> None:
     ]
     if problems:
         raise InvalidTemplate(f"Template {name!r} is invalid", problems)
+    # A trial render with placeholder strings: a body that blows a budget whatever its inputs
+    # is refused now, before it can be activated. Failures that real values could avoid (a
+    # placeholder of the wrong type, an undefined attribute) do not count against the template.
+    placeholders = {variable: f"<{variable}>" for variable in variables}
+    try:
+        apply_template(name, template, referenced, placeholders)
+    except (RenderLimitExceeded, SandboxViolation):
+        raise
+    except PatternRenderError:
+        pass
+
+
+async def check_new_template(
+    renderer: TemplateRenderer, name: str, text: str, variables: Sequence[str]
+) -> None:
+    """Refuse a version whose body and declared variables disagree, or whose trial render breaks
+    a render budget (RenderLimitExceeded) or the sandbox, before it is stored."""
+    await renderer.run(name, partial(_check_new_template, name, text, variables))
 
 
 def _blueprint(version: TemplateVersion) -> str:

@@ -4,6 +4,9 @@ Every match is replaced by ``[CATEGORY_<hash10>]`` where ``hash10`` is the first
 characters of HMAC-SHA256(key, category + ":" + normalised value). The same value under the
 same key always yields the same token, so redacted records stay joinable without storing the
 raw value; without the key a token cannot be checked against a guessed value.
+
+Stored text is capped at MAX_REDACTED_CHARS, so only a bounded prefix of a long text is ever
+scanned: the cost of redacting a multi-megabyte prompt is that of a few dozen kilobytes.
 """
 
 from __future__ import annotations
@@ -13,15 +16,22 @@ import hashlib
 import hmac
 import ipaddress
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 MAX_REDACTED_CHARS = 20_000
 """Stored text is capped at this many characters (including the trailing ellipsis)."""
 ELLIPSIS = "…"
+_MARGIN = 4_096
+"""Raw characters scanned past the cap: a long text's redacted prefix is what gets stored."""
+_GUARD = 1_024
+"""Redacted characters that must follow the cap, so that a value cut in two at the end of the
+scanned prefix (and so perhaps not recognised) lies wholly in the part that is thrown away."""
 
 
 class RedactionResult(BaseModel):
@@ -71,10 +81,28 @@ def _luhn_ok(value: str) -> bool:
     return total % 10 == 0
 
 
+# ISO 13616 registry: country code -> IBAN length. Lower-case text must match it exactly, as
+# lower-case letter+digit runs are far more common in prose than upper-case ones.
+_IBAN_LENGTHS = {
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22,
+    "BI": 27, "BR": 29, "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DJ": 27,
+    "DK": 18, "DO": 28, "EE": 20, "EG": 29, "ES": 24, "FI": 18, "FK": 18, "FO": 18, "FR": 27,
+    "GB": 22, "GE": 22, "GI": 23, "GL": 18, "GR": 27, "GT": 28, "HN": 28, "HR": 21, "HU": 28,
+    "IE": 22, "IL": 23, "IQ": 23, "IS": 26, "IT": 27, "JO": 30, "KW": 30, "KZ": 20, "LB": 28,
+    "LC": 32, "LI": 21, "LT": 20, "LU": 20, "LV": 21, "LY": 25, "MC": 27, "MD": 24, "ME": 22,
+    "MK": 19, "MN": 20, "MR": 27, "MT": 31, "MU": 30, "NI": 28, "NL": 18, "NO": 15, "OM": 23,
+    "PK": 24, "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "RU": 33, "SA": 24,
+    "SC": 31, "SD": 18, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "SO": 23, "ST": 25, "SV": 28,
+    "TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20, "YE": 30,
+}  # fmt: skip
+
+
 def _iban_ok(value: str) -> bool:
     """ISO 13616 mod-97 check, so random letter+digit strings are not reported as IBANs."""
     iban = value.replace(" ", "")
     if not 15 <= len(iban) <= 34:
+        return False
+    if iban != iban.upper() and _IBAN_LENGTHS.get(iban[:2].upper()) != len(iban):
         return False
     rearranged = iban[4:] + iban[:4]
     return int("".join(str(int(ch, 36)) for ch in rearranged)) % 97 == 1
@@ -112,11 +140,16 @@ EMAIL = Category(
 )
 IBAN = Category(
     "IBAN",
-    re.compile(r"(?<![A-Za-z0-9])(?P<value>[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30})(?![A-Za-z0-9])"),
+    re.compile(
+        r"(?<![A-Za-z0-9])(?P<value>[A-Za-z]{2}\d{2}(?: ?[A-Za-z0-9]){11,30})(?![A-Za-z0-9])"
+    ),
     _iban_ok,
 )
 CARD_NUMBER = Category(
-    "CARD_NUMBER", re.compile(r"(?<![\w+-])(?P<value>\d(?:[ -]?\d){12,18})(?!\w)"), _luhn_ok
+    "CARD_NUMBER",
+    # Not inside a longer number (a digit and "-" or "." before it), but after "ref-" it counts.
+    re.compile(r"(?<![\w+])(?<!\d[.-])(?P<value>\d(?:[ .-]?\d){12,18})(?!\w)"),
+    _luhn_ok,
 )
 IP_ADDRESS = Category(
     "IP_ADDRESS",
@@ -139,7 +172,7 @@ PHONE = Category(
 ID_CODE = Category(
     "ID_CODE",
     re.compile(
-        r"(?<![\w-])(?P<value>\d{3}-\d{2}-\d{4}"  # US SSN
+        r"(?<![\w-])(?P<value>\d{3}(?P<sep>[- ])\d{2}(?P=sep)\d{4}"  # US SSN, dashed or spaced
         r"|[1-6]\d{10}|\d{6}[-+A]\d{3}[0-9A-Y]"  # Estonian / Finnish personal codes
         r"|[A-Z]{2} ?\d{2} ?\d{2} ?\d{2} ?[A-D]"  # UK National Insurance number
         r"|[A-Z]\d{7,8}|[A-Z]{2}\d{6,7})(?!\w)"  # passport-like, 8-9 characters
@@ -196,26 +229,46 @@ def _accept(category: Category, value: str) -> str | None:
     if category.validator is None:
         return value
     while not category.validator(value):
-        cut = max(value.rfind(" "), value.rfind("-"))
+        cut = max(value.rfind(" "), value.rfind("-"), value.rfind("."))
         if cut <= 0:
             return None
-        value = value[:cut].rstrip(" -")
+        value = value[:cut].rstrip(" -.")
     return value
 
 
-def _truncate(text: str) -> tuple[str, bool]:
+def _truncate(text: str, limit: int = MAX_REDACTED_CHARS) -> tuple[str, bool]:
     """Caps stored text; never splits a token, so no fragment of it can be mistaken for data."""
-    if len(text) <= MAX_REDACTED_CHARS:
+    if len(text) <= limit:
         return text, False
-    cut = MAX_REDACTED_CHARS - len(ELLIPSIS)
+    cut = max(0, limit - len(ELLIPSIS))
     for match in TOKEN_RE.finditer(text, max(0, cut - 64), cut + 64):
         if match.start() < cut < match.end():
             cut = match.start()
     return text[:cut] + ELLIPSIS, True
 
 
+def _result(text: str, truncated: bool) -> RedactionResult:
+    tokens = {match.group(0): match.group("category") for match in TOKEN_RE.finditer(text)}
+    return RedactionResult(text=text, tokens=tokens, truncated=truncated)
+
+
+def clip(result: RedactionResult, limit: int) -> RedactionResult:
+    """A redacted text capped to a shorter column (tokens are longer than most values)."""
+    text, truncated = _truncate(result.text, limit)
+    return result if not truncated else _result(text, truncated=True)
+
+
+_RELEASE_DATE = re.compile(
+    r"((?:(?<=[-_@])|^)20\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])(?=$|[-_.:@/]))"
+)
+"""A release stamp in a model name (claude-3-5-sonnet-20241022, claude-3-opus@20240229)."""
+
+
 class Redactor:
-    """Replaces personal data with keyed, stable tokens; pure apart from the key it is given."""
+    """Replaces personal data with keyed, stable tokens; pure apart from the key it is given.
+
+    Thread-safe: large texts are redacted off the event loop while small ones use the cache.
+    """
 
     def __init__(self, key: bytes, *, cache_size: int = 1024) -> None:
         if not key:
@@ -225,6 +278,7 @@ class Redactor:
         # cached in memory only, never persisted, and bounded by count.
         self._cache: OrderedDict[str, RedactionResult] = OrderedDict()
         self._cache_size = cache_size
+        self._cache_lock = threading.Lock()
 
     def token_for(self, category: Category, value: str) -> str:
         """The token for one value; exposed so callers can look up a known value's token."""
@@ -234,26 +288,71 @@ class Redactor:
 
     def redact(self, text: str) -> RedactionResult:
         """Runs all passes until nothing changes (so re-redacting is a no-op), then truncates."""
-        cached = self._cache.get(text)
-        if cached is not None:
-            self._cache.move_to_end(text)
-            return cached
+        cacheable = len(text) <= MAX_REDACTED_CHARS and self._cache_size > 0
+        if cacheable:
+            with self._cache_lock:
+                cached = self._cache.get(text)
+                if cached is not None:
+                    self._cache.move_to_end(text)
+                    return cached
         result = self._redact(text)
-        if len(text) <= MAX_REDACTED_CHARS and self._cache_size:
-            self._cache[text] = result
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+        if cacheable:
+            with self._cache_lock:
+                self._cache[text] = result
+                if len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
         return result
 
+    def redact_data(self, value: Any) -> tuple[Any, dict[str, str]]:
+        """Every string in a JSON-like value redacted, dict keys included; the tokens merged."""
+        tokens: dict[str, str] = {}
+
+        def walk(item: Any) -> Any:
+            if isinstance(item, str):
+                redacted = self.redact(item)
+                tokens.update(redacted.tokens)
+                return redacted.text
+            if isinstance(item, dict):
+                return {walk(key): walk(inner) for key, inner in item.items()}
+            if isinstance(item, list | tuple):
+                return [walk(inner) for inner in item]
+            return item
+
+        return walk(value), tokens
+
+    def redact_model_name(self, name: str) -> RedactionResult:
+        """A model name as stored: redacted like any text, except its release-date stamps.
+
+        Real names carry dates (claude-3-5-sonnet-20241022) that the NUMBER pass would turn
+        into tokens; a 20YYMMDD stamp at a name-part boundary stays clear, everything else in
+        the name (a card number, an e-mail) is redacted. The capability catalog cannot decide
+        this: it holds shell patterns (claude-sonnet-4*), which any suffix would match.
+        """
+        pieces = _RELEASE_DATE.split(name)  # odd indices are the release stamps
+        text = "".join(
+            piece if index % 2 else self.redact(piece).text for index, piece in enumerate(pieces)
+        )
+        return _result(text, truncated=False)
+
     def _redact(self, text: str) -> RedactionResult:
+        """Redacts a prefix big enough to fill the cap; widens it when redaction shrank it."""
+        end = MAX_REDACTED_CHARS + _MARGIN
+        while end < len(text):
+            redacted = self._passes(text[:end])
+            if len(redacted) >= MAX_REDACTED_CHARS + _GUARD:
+                break
+            end *= 2  # long values became short tokens: the cut could show in what is kept
+        else:
+            redacted = self._passes(text)
+        return _result(*_truncate(redacted))
+
+    def _passes(self, text: str) -> str:
         previous = None
         while text != previous:
             previous = text
             for category in CATEGORIES:
                 text = self._apply(category, text)
-        text, truncated = _truncate(text)
-        tokens = {match.group(0): match.group("category") for match in TOKEN_RE.finditer(text)}
-        return RedactionResult(text=text, tokens=tokens, truncated=truncated)
+        return text
 
     def _apply(self, category: Category, text: str) -> str:
         """One pass of one category over the text between existing tokens."""

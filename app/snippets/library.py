@@ -16,6 +16,7 @@ from app.errors import InvalidSnippetLabels, SnippetExists, SnippetNotFound
 from app.schemas import Snippet, SnippetIn
 from app.snippets.fields import has_tag, normalise_tags, read_metadata
 from app.snippets.files import SNIPPETS_DIR, SUFFIX, FileSnippets
+from app.store.db import store_seam
 from app.store.tables import SnippetRow
 
 log = structlog.get_logger(__name__)
@@ -80,6 +81,7 @@ class SnippetLibrary:
         """Blocking file I/O: call at start-up or via `asyncio.to_thread`; True when changed."""
         return self._files.refresh()
 
+    @store_seam
     async def _rows(self, identifiers: Iterable[str] | None = None) -> dict[str, Snippet]:
         query = select(SnippetRow)
         if identifiers is not None:
@@ -114,6 +116,7 @@ class SnippetLibrary:
             and (wanted is None or has_tag(snippet.tags, wanted))
         ]
 
+    @store_seam
     async def create(self, new: SnippetIn) -> Snippet:
         """Store a database snippet; one may shadow a file snippet of the same identifier."""
         exists = SnippetExists(
@@ -132,6 +135,7 @@ class SnippetLibrary:
         except IntegrityError:
             raise exists from None
 
+    @store_seam
     async def update(self, identifier: str, new: SnippetIn) -> Snippet:
         """Replace every field; for a file-only snippet this creates the database override.
 
@@ -158,6 +162,7 @@ class SnippetLibrary:
                 f"Snippet {identifier!r} was created concurrently; send the request again."
             ) from None
 
+    @store_seam
     async def delete(self, identifier: str) -> None:
         """Delete the database row; a file snippet behind it, if any, is visible again."""
         async with self._sessions.begin() as session:

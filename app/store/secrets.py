@@ -13,33 +13,52 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import SecretStr
 
+from app.errors import ConfigurationError
+from app.store.private import PRIVATE_FILE_MODE, ensure_private_dir
+
 KEY_BYTES = 32
 _FORMAT_V1 = b"\x01"  # leading byte of every sealed blob, so the format can evolve
 _NONCE_BYTES = 12
 
 
 def decode_key(text: str, *, what: str) -> bytes:
+    """The key bytes; a ConfigurationError naming `what` (the setting or file) otherwise."""
     try:
         key = base64.urlsafe_b64decode(text.strip().encode() + b"==")
     except (binascii.Error, ValueError):
-        raise ValueError(f"{what} must be base64 of {KEY_BYTES} bytes") from None
+        raise ConfigurationError(what, f"must be base64 of {KEY_BYTES} bytes") from None
     if len(key) != KEY_BYTES:
-        raise ValueError(f"{what} must be base64 of {KEY_BYTES} bytes, got {len(key)} bytes")
+        raise ConfigurationError(what, f"must be base64 of {KEY_BYTES} bytes, got {len(key)} bytes")
     return key
 
 
+def _read_key_file(path: Path, *, what: str) -> bytes:
+    # Named after the file, with the setting that would replace it.
+    where = f"{path} (used because {what} is unset)"
+    try:
+        return decode_key(path.read_text(encoding="ascii"), what=where)
+    except (OSError, UnicodeDecodeError) as exc:
+        problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else "is not a key"
+        raise ConfigurationError(where, f"cannot be read: {problem}") from None
+
+
 def load_or_create_key(configured: SecretStr | None, path: Path, *, what: str) -> bytes:
-    """The configured key, else the one kept at `path`, else a new one written there (mode 0600)."""
+    """The configured key, else the one kept at `path`, else a new one written there (mode 0600,
+    in a 0700 directory). Every failure is a ConfigurationError naming the setting or file."""
     if configured is not None:
         return decode_key(configured.get_secret_value(), what=what)
     if path.exists():
-        return decode_key(path.read_text(), what=f"{what} in {path}")
-    path.parent.mkdir(parents=True, exist_ok=True)
+        return _read_key_file(path, what=what)
     key = os.urandom(KEY_BYTES)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        ensure_private_dir(path.parent)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
     except FileExistsError:  # another worker created it first: use theirs
-        return decode_key(path.read_text(), what=f"{what} in {path}")
+        return _read_key_file(path, what=what)
+    except OSError as exc:
+        raise ConfigurationError(
+            what, f"is unset and {path} cannot be created: {exc.strerror or exc}"
+        ) from None
     with os.fdopen(fd, "w") as handle:
         handle.write(base64.urlsafe_b64encode(key).decode())
     return key

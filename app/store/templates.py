@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.catalog.templates import template_checksum
 from app.errors import TemplateConflict, TemplateNotFound
 from app.schemas import TemplateCreate, TemplateVersion
+from app.store.db import store_seam
 from app.store.tables import PromptTemplate
 
 
@@ -17,9 +18,12 @@ def _version(row: PromptTemplate) -> TemplateVersion:
 
 
 class TemplateRepository:
+    """Each method that reads or writes is a `store_seam`: storage failures are StoreUnavailable."""
+
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
 
+    @store_seam
     async def create_version(self, new: TemplateCreate) -> TemplateVersion:
         """Store the next version; the first version of a (name, role) is always active."""
         try:
@@ -60,6 +64,7 @@ class TemplateRepository:
             .values(active=False)
         )
 
+    @store_seam
     async def activate(self, name: str, role: str, version: int) -> TemplateVersion:
         """Make one version active and every other variant of (name, role) inactive, atomically."""
         try:
@@ -89,15 +94,18 @@ class TemplateRepository:
             raise TemplateNotFound(f"Template {name!r} has no version {version} for role {role!r}.")
         return row
 
+    @store_seam
     async def get(self, name: str, role: str, version: int) -> TemplateVersion:
         async with self._sessions() as session:
             return _version(await self._find(session, name, role, version))
 
+    @store_seam
     async def get_by_id(self, template_id: int) -> TemplateVersion | None:
         async with self._sessions() as session:
             row = await session.get(PromptTemplate, template_id)
             return _version(row) if row else None
 
+    @store_seam
     async def get_active(self, name: str, role: str) -> TemplateVersion | None:
         async with self._sessions() as session:
             row = await session.scalar(
@@ -107,6 +115,7 @@ class TemplateRepository:
             )
             return _version(row) if row else None
 
+    @store_seam
     async def list_versions(
         self, name: str | None = None, role: str | None = None
     ) -> list[TemplateVersion]:

@@ -1,0 +1,43 @@
+"""Authentication before anything else: a `/v1` request without a valid key is refused with 401
+before its body is read or parsed, so an anonymous caller learns nothing and costs little.
+
+The route's own dependency (`require` in deps.py) then checks the key's scope (403).
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.api.errors import genai_error_response
+from app.errors import GenAIError
+from app.runtime import Runtime
+
+PROTECTED_PREFIX = "/v1"
+
+
+def is_protected(path: str) -> bool:
+    return path == PROTECTED_PREFIX or path.startswith(PROTECTED_PREFIX + "/")
+
+
+class AuthMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not is_protected(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        runtime = cast(Runtime, request.app.state.runtime)
+        try:
+            principal = await runtime.authenticator.authenticate(
+                request.headers.get("authorization")
+            )
+        except GenAIError as exc:  # 401, or 503 when the key store cannot be read
+            await genai_error_response(request, exc)(scope, receive, send)
+            return
+        scope.setdefault("state", {})["principal"] = principal
+        await self.app(scope, receive, send)

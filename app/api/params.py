@@ -1,0 +1,19 @@
+"""Path and query parameters, validated where they enter: the same alphabets as the bodies."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Path, Query
+
+from app.schemas import INT32_MAX, JOB_ID, SLUG
+
+JobIdPath = Annotated[str, Path(pattern=JOB_ID, description="32 lowercase hex characters.")]
+SlugPath = Annotated[str, Path(pattern=SLUG, description="Letters, digits, `_`, `.`, `-`.")]
+VersionPath = Annotated[int, Path(ge=1, le=INT32_MAX, description="A stored version number.")]
+SlugQuery = Annotated[str | None, Query(pattern=SLUG)]
+# Tags are free text, but never control characters (NUL included) and never long.
+TagQuery = Annotated[
+    str | None,
+    Query(pattern=r"^[^\x00-\x1f\x7f]{1,100}$", description="Exact tag, case-insensitive."),
+]

@@ -1,0 +1,138 @@
+"""Authenticator: turns an `Authorization` header into a principal with a scope, or refuses it.
+
+A verified key is trusted for `cache_seconds` (one dict lookup per request instead of a database
+round trip); revoking through the API forgets it at once in this process, other processes stop
+accepting it within `cache_seconds`. Last-use times are gathered in memory and written in the
+background, so authentication never writes on the request path.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import time
+from dataclasses import dataclass
+
+import structlog
+
+from app.auth import keys
+from app.auth.keys import Scope
+from app.errors import Forbidden, Unauthenticated
+from app.schemas import ApiKeyCreated, ApiKeyInfo
+from app.store.keys import ApiKeyRepository
+
+log = structlog.get_logger(__name__)
+
+_MAX_CACHED = 10_000  # distinct keys held at once; beyond that the cache starts over
+_DUMMY_SALT = "0" * 32
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: the key's public id and what it may do (`None` id: auth is disabled)."""
+
+    key_id: str | None
+    scope: Scope
+
+
+_ANONYMOUS_ADMIN = Principal(key_id=None, scope=Scope.admin)
+
+
+class Authenticator:
+    def __init__(
+        self,
+        repository: ApiKeyRepository,
+        server_secret: bytes,
+        *,
+        cache_seconds: float,
+        disabled: bool,
+    ) -> None:
+        self.repository = repository
+        self.disabled = disabled
+        self._secret = server_secret
+        self._cache_seconds = cache_seconds
+        self._verified: dict[str, tuple[Principal, float]] = {}
+        self._last_used: dict[str, dt.datetime] = {}
+
+    async def authenticate(self, authorization: str | None) -> Principal:
+        """The caller behind an `Authorization: Bearer` header; raises 401 without a valid key."""
+        if self.disabled:
+            return _ANONYMOUS_ADMIN
+        principal = await self._authenticate(authorization)
+        self._last_used[principal.key_id or ""] = dt.datetime.now(dt.UTC)
+        structlog.contextvars.bind_contextvars(key_id=principal.key_id)
+        return principal
+
+    @staticmethod
+    def require(principal: Principal, needed: Scope) -> None:
+        """Raises 403 unless the principal's scope allows `needed`."""
+        if not principal.scope.allows(needed):
+            raise Forbidden(
+                f"This key has scope {principal.scope.value!r}; this route needs "
+                f"{needed.value!r}. Ask an admin for a key with that scope."
+            )
+
+    async def _authenticate(self, authorization: str | None) -> Principal:
+        scheme, _, text = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not text.strip():
+            raise Unauthenticated(
+                "This route needs an API key: send `Authorization: Bearer <key>` "
+                "(`genai keys create` makes one)."
+            )
+        text = text.strip()
+        fingerprint = hashlib.sha256(text.encode()).hexdigest()
+        cached = self._verified.get(fingerprint)
+        if cached is not None and cached[1] > time.monotonic():
+            return cached[0]
+        principal = await self._verify(text)
+        if len(self._verified) >= _MAX_CACHED:
+            self._verified.clear()
+        self._verified[fingerprint] = (principal, time.monotonic() + self._cache_seconds)
+        return principal
+
+    async def _verify(self, text: str) -> Principal:
+        refused = Unauthenticated("The API key is not valid (unknown, malformed or revoked).")
+        presented = keys.parse(text)
+        if presented is None:
+            raise refused
+        stored = await self.repository.find(presented.id)
+        # Compare even for an unknown id, so timing does not tell which ids exist.
+        salt, digest = (stored.salt, stored.digest) if stored else (_DUMMY_SALT, "")
+        valid = keys.matches(self._secret, presented, salt, digest)
+        if stored is None or not valid or stored.info.revoked_at is not None:
+            log.info("api_key_refused", key_id=presented.id)
+            raise refused
+        return Principal(key_id=stored.info.id, scope=Scope(stored.info.scope))
+
+    async def create(self, *, scope: Scope, name: str) -> ApiKeyCreated:
+        new = keys.mint(self._secret)
+        info = await self.repository.add(new, name=name, scope=scope)
+        log.info("api_key_created", key_id=info.id, scope=scope.value)
+        return ApiKeyCreated(**info.model_dump(), key=new.text)
+
+    async def list_keys(self) -> list[ApiKeyInfo]:
+        return await self.repository.list()
+
+    async def revoke(self, key_id: str) -> ApiKeyInfo:
+        info = await self.repository.revoke(key_id)
+        self._verified = {
+            fp: entry for fp, entry in self._verified.items() if entry[0].key_id != key_id
+        }
+        log.info("api_key_revoked", key_id=key_id)
+        return info
+
+    async def create_first_admin_key(self) -> ApiKeyCreated | None:
+        """On a key store that never had a key, make one admin key (the caller shows it once)."""
+        if self.disabled or not await self.repository.is_empty():
+            return None
+        return await self.create(scope=Scope.admin, name="first-admin")
+
+    async def save_last_use(self) -> None:
+        """Write the gathered last-use times; on failure they are kept for the next try."""
+        used, self._last_used = self._last_used, {}
+        used.pop("", None)
+        try:
+            await self.repository.record_use(used)
+        except BaseException:
+            self._last_used = {**used, **self._last_used}
+            raise

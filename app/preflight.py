@@ -1,0 +1,42 @@
+"""What `genai serve` proves before uvicorn starts, so the CLI, not a traceback, names a problem.
+
+Each step raises ConfigurationError(setting, problem); the CLI prints it as one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from app.config import Settings
+from app.errors import ConfigurationError, GenAIError, StoreUnavailable
+from app.runtime import Runtime, build_runtime
+from app.store.db import DATABASE_URL_SETTING, check_reachable, describe_storage_error
+
+
+async def _start(settings: Settings) -> Runtime:
+    """Everything the service builds at start: keys, migrations (when auto-migrating), the
+    pattern catalog, providers and the model policy."""
+    try:
+        return await build_runtime(settings)
+    except StoreUnavailable as exc:
+        raise ConfigurationError(
+            DATABASE_URL_SETTING,
+            f"could not be prepared: {describe_storage_error(exc.__cause__ or exc)}",
+        ) from None
+    except GenAIError as exc:  # e.g. an unusable GENAI_DEFAULT_MODEL
+        raise ConfigurationError("settings", exc.message) from None
+
+
+async def preflight(settings: Settings) -> None:
+    """Settings are loaded (by the caller); the store answers; the runtime builds."""
+    await check_reachable(settings)
+    runtime = await _start(settings)
+    try:
+        # Steps that need the started runtime go here (such as creating the first admin key).
+        pass
+    finally:
+        await runtime.aclose()
+
+
+def run_preflight(settings: Settings) -> None:
+    asyncio.run(preflight(settings))
