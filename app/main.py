@@ -15,6 +15,7 @@ from app.api import completions, health, jobs, keys, patterns, snippets, templat
 from app.api.auth import AuthMiddleware
 from app.api.errors import install_error_handlers
 from app.api.limits import BodyLimitMiddleware
+from app.api.responses import GatewayJSONResponse
 from app.audit.trail import AuditTrail
 from app.auth.authenticator import Authenticator
 from app.auth.banner import announce_first_admin_key, warn_auth_disabled
@@ -128,6 +129,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         summary="A completion gateway with managed prompt patterns and provable provenance.",
         lifespan=lifespan,
+        default_response_class=GatewayJSONResponse,
         openapi_tags=[
             {"name": "completions", "description": "Render patterns and call models."},
             {"name": "patterns", "description": "The prompt pattern catalog (files)."},

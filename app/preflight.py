@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+from app.auth.banner import announce_first_admin_key
 from app.config import Settings
 from app.errors import ConfigurationError, GenAIError, StoreUnavailable
 from app.runtime import Runtime, build_runtime
@@ -32,8 +33,14 @@ async def preflight(settings: Settings) -> None:
     await check_reachable(settings)
     runtime = await _start(settings)
     try:
-        # Steps that need the started runtime go here (such as creating the first admin key).
-        pass
+        if not await runtime.database.schema_is_current():
+            raise ConfigurationError(
+                DATABASE_URL_SETTING, "the schema is not current: run `genai db upgrade` first"
+            )
+        # Made here, before any worker forks, so exactly one first key is made and shown.
+        first_key = await runtime.authenticator.create_first_admin_key()
+        if first_key is not None:
+            announce_first_admin_key(first_key)
     finally:
         await runtime.aclose()
 

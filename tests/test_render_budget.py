@@ -63,6 +63,11 @@ HOSTILE = [
     pytest.param("{{ range(100000)|join('x' * 999999) }}", "render_too_large", id="join-filter"),
     pytest.param("{{ lipsum(10**6) }}", "render_too_large", id="lipsum"),
     pytest.param("{{ [1]|batch(10**9, 0)|list }}", "render_too_large", id="batch-filter"),
+    pytest.param(
+        "{{ ('a ' * 400000)|wordwrap(1, true, 'x' * 100) }}",
+        "render_too_large",
+        id="wordwrap-positional-wrapstring",
+    ),
     pytest.param(NAMESPACE_DOUBLING, "render_too_large", id="namespace-doubling"),
     pytest.param("{{ ['x' * 999999] * 1000 }}", "render_too_large", id="few-items-heavy-list"),
     pytest.param(
@@ -199,6 +204,7 @@ LEGITIMATE = [
     "{% endfor %}{{ ns.total }} {% set block %}captured {{ text }}{% endset %}{{ block }}",
     "{{ '%s and %s'|format('this', 'that') }} {{ [[1], [2]]|sum(start=[]) }} {{ 'ab'.center(6) }}",
     "{{ '{a}-{b}'.format_map({'a': 1, 'b': 2}) }} {{ [1, 2, 3]|batch(2)|list }}",
+    "{{ text|truncate(12, false, '~', 0) }} {{ text|wordwrap(6, true, '|') }} {{ items }}",
 ]
 SAMPLE = {"items": [{"name": "ana"}, {"name": "bo"}], "text": "two words here and more"}
 

@@ -14,6 +14,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from app.audit.replay import Auditor
 from app.auth.authenticator import Authenticator, Principal
 from app.auth.keys import Scope
+from app.catalog.renderer import TemplateRenderer
 from app.runtime import Runtime
 from app.service import GenAIService
 from app.snippets import SnippetLibrary
@@ -72,6 +73,10 @@ def require(scope: Scope) -> Any:
     return Security(authorize, scopes=[scope.value])
 
 
+async def get_renderer(request: Request) -> TemplateRenderer:
+    return _runtime(request).renderer
+
+
 async def get_request_id(request: Request) -> str | None:
     return cast(str | None, request.scope.get("state", {}).get("request_id"))
 
@@ -83,5 +88,6 @@ TemplatesDep = Annotated[TemplateRepository, Depends(get_templates)]
 SnippetsDep = Annotated[SnippetLibrary, Depends(get_snippets)]
 RequestIdDep = Annotated[str | None, Depends(get_request_id)]
 AuthenticatorDep = Annotated[Authenticator, Depends(get_authenticator)]
+RendererDep = Annotated[TemplateRenderer, Depends(get_renderer)]
 CanComplete = require(Scope.complete)
 IsAdmin = require(Scope.admin)

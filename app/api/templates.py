@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, status
+from fastapi import APIRouter, status
 from pydantic import BaseModel
 
-from app.api.deps import CanComplete, IsAdmin, RuntimeDep, TemplatesDep
+from app.api.deps import CanComplete, IsAdmin, RendererDep, TemplatesDep
 from app.api.errors import error_responses
 from app.api.params import SlugPath, SlugQuery, VersionPath
-from app.catalog.renderer import TemplateRenderer
 from app.catalog.templates import check_new_template
 from app.schemas import TemplateCreate, TemplateVersion
 
@@ -19,14 +16,6 @@ router = APIRouter(prefix="/v1/templates", tags=["templates"])
 
 class TemplateVersionList(BaseModel):
     versions: list[TemplateVersion]
-
-
-async def get_renderer(runtime: RuntimeDep) -> TemplateRenderer:
-    return runtime.renderer
-
-
-# The bounded renderer a new version's trial render runs on (belongs in app/api/deps.py).
-RendererDep = Annotated[TemplateRenderer, Depends(get_renderer)]
 
 
 @router.post(

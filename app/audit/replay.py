@@ -56,7 +56,7 @@ class Auditor:
         self.metrics = metrics
 
     async def _job(self, job_id: str) -> Job:
-        await self.writer.flush()
+        await self.writer.catch_up()
         job = await self.jobs.get(job_id)
         if job is None:
             raise JobNotFound(job_id)
@@ -112,7 +112,7 @@ class Auditor:
 
     async def drift_report(self, *, limit: int = 1000) -> DriftReport:
         """Check each distinct source used by the newest `limit` jobs."""
-        await self.writer.flush()
+        await self.writer.catch_up()
         await self._see_files_now()
         findings = []
         sources = await self.jobs.sources(limit)

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy import String
-from sqlalchemy.exc import SQLAlchemyError
 
 from app.catalog.source import RenderedSource
 from app.errors import GenAIError, JobNotFound, StoreUnavailable
@@ -140,11 +139,11 @@ class AuditTrail:
         row["escaped_fields"] = escaped or None
         try:
             await self.jobs.insert(row)
-        except (SQLAlchemyError, OSError, StoreUnavailable):
+        except StoreUnavailable as exc:  # the cause stays attached for the operator's log line
             raise StoreUnavailable(
                 "The audit store cannot be written, so the provider was not called; "
                 "check the database (see /readyz)."
-            ) from None
+            ) from exc.__cause__
         return OpenJob(job_id, tokens, tuple(escaped))
 
     def _pending_row(
@@ -323,14 +322,7 @@ class AuditTrail:
         )
 
     async def get(self, job_id: str) -> JobRecord:
-        try:
-            # Read-your-writes for completions still queued; shielded so that a caller going
-            # away never cancels a flush in the middle of its transaction.
-            await asyncio.shield(self.writer.flush())
-        except (SQLAlchemyError, OSError, StoreUnavailable):
-            raise StoreUnavailable(
-                "Queued audit records cannot be written right now; try again (see /readyz)."
-            ) from None
+        await self.writer.catch_up()
         job = await self.jobs.get(job_id)
         if job is None:
             raise JobNotFound(job_id)

@@ -16,7 +16,7 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, StatementError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.store.db import store_seam
+from app.store.db import STORAGE_ERRORS, store_seam, store_unavailable
 from app.store.private import PRIVATE_FILE_MODE, ensure_private_dir
 from app.store.tables import Job, UTCDateTime
 
@@ -195,6 +195,14 @@ class AuditWriter:
                     raise
             self._waiting_since = None
             self._forget_restored()
+
+    async def catch_up(self) -> None:
+        """Read-your-writes for readers: flush what is queued, shielded so a reader going away
+        never cancels a flush mid-transaction; a store failure becomes StoreUnavailable (503)."""
+        try:
+            await asyncio.shield(self.flush())
+        except STORAGE_ERRORS as exc:
+            raise store_unavailable(exc) from exc
 
     async def _write(self, in_flight: dict[str, dict[str, Any]], ids: list[str]) -> None:
         """Writes the records named; removes each from `in_flight` once written or set aside."""
