@@ -164,23 +164,21 @@ class AuditTrail:
         )
         model = clip(self.redactor.redact_model_name(choice.name), _column_size("model"))
         tokens.update(param_tokens | model.tokens)
-        stored_request_id = None
-        if request_id is not None:
-            redacted_id = clip(self.redactor.redact(request_id), _column_size("request_id"))
-            stored_request_id = redacted_id.text
-            tokens.update(redacted_id.tokens)
+
+        def redacted(column: str, value: str | None) -> str | None:
+            """A short caller-supplied value, redacted and clipped to its column."""
+            if value is None:
+                return None
+            result = clip(self.redactor.redact(value), _column_size(column))
+            tokens.update(result.tokens)
+            return result.text
+
+        stored_request_id = redacted("request_id", request_id)
         source_name, role = source.name, source.role
         if source.kind == "fallback":
             # Pattern and template names were found in the catalog; a fallback's are free text.
-            named = clip(self.redactor.redact(source.name), _column_size("source_name"))
-            source_name, role = named.text, None
-            tokens.update(named.tokens)
-            if source.role is not None:
-                redacted_role = clip(
-                    self.redactor.redact(source.role), _column_size("template_role")
-                )
-                role = redacted_role.text
-                tokens.update(redacted_role.tokens)
+            source_name = redacted("source_name", source.name) or ""
+            role = redacted("template_role", source.role)
         replay = None
         if self.vault is not None:
             # Everything needed to rebuild the prompt exactly; sealed, as it may hold personal data.

@@ -59,7 +59,8 @@ class Authenticator:
         if self.disabled:
             return _ANONYMOUS_ADMIN
         principal = await self._authenticate(authorization)
-        self._last_used[principal.key_id or ""] = dt.datetime.now(dt.UTC)
+        if principal.key_id is not None:
+            self._last_used[principal.key_id] = dt.datetime.now(dt.UTC)
         structlog.contextvars.bind_contextvars(key_id=principal.key_id)
         return principal
 
@@ -130,7 +131,6 @@ class Authenticator:
     async def save_last_use(self) -> None:
         """Write the gathered last-use times; on failure they are kept for the next try."""
         used, self._last_used = self._last_used, {}
-        used.pop("", None)
         try:
             await self.repository.record_use(used)
         except BaseException:
