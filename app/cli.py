@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from app.catalog import PatternsAdapter
+from app.catalog import PatternCatalog
 from app.cli_keys import keys_cli
 from app.cli_snippets import snippets_cli
 from app.cli_store import OperatorErrors, db_cli, fail, templates_cli
@@ -40,8 +40,8 @@ def _configure() -> None:
     configure_logging(get_settings().model_copy(update={"log_level": "WARNING"}))
 
 
-def _adapter(settings: Settings) -> PatternsAdapter:
-    return PatternsAdapter(roots=settings.pattern_dir, defaults=settings.pattern_defaults)
+def _adapter(settings: Settings) -> PatternCatalog:
+    return PatternCatalog(roots=settings.pattern_dir, defaults=settings.pattern_defaults)
 
 
 def _parse_var(item: str) -> tuple[str, Any]:

@@ -164,7 +164,7 @@ def templates_check_drift(
     """Report sources whose content changed since recent jobs used them; exit 1 on drift."""
 
     async def work(runtime: Runtime) -> str:
-        return (await runtime.auditor.drift_report(limit=limit)).model_dump_json(indent=2)
+        return (await runtime.replayer.drift_report(limit=limit)).model_dump_json(indent=2)
 
     report = str(_run(work))
     typer.echo(report)

@@ -9,20 +9,20 @@ from typing import TypeVar
 
 import structlog
 
-from app.audit.replay import Auditor
+from app.audit.redaction import Redactor
+from app.audit.replay import Replayer
 from app.audit.trail import AuditTrail
 from app.auth.authenticator import Authenticator
-from app.catalog import PatternsAdapter
+from app.catalog import PatternCatalog
 from app.catalog.renderer import TemplateRenderer
 from app.config import Settings
 from app.errors import StoreUnavailable
 from app.metrics import Metrics
 from app.prompts.assembler import PromptAssembler, default_registry
-from app.prompts.redaction import Redactor
 from app.providers import ProviderRegistry
+from app.providers.retry import RetryPolicy
 from app.routing.capabilities import CapabilityCatalog
 from app.routing.policy import ModelSelectionPolicy
-from app.routing.retry import RetryPolicy
 from app.schemas import ModelParams
 from app.service import GenAIService
 from app.snippets import SnippetLibrary
@@ -43,7 +43,7 @@ class Runtime:
     writer: AuditWriter
     metrics: Metrics
     service: GenAIService
-    auditor: Auditor
+    replayer: Replayer
     snippets: SnippetLibrary
     authenticator: Authenticator
     renderer: TemplateRenderer
@@ -106,7 +106,7 @@ async def build_runtime(settings: Settings) -> Runtime:
     )
     await writer.restore_spooled()  # completions a stop could not write, before anything new
     writer.start()
-    patterns = PatternsAdapter(roots=settings.pattern_dir, defaults=settings.pattern_defaults)
+    patterns = PatternCatalog(roots=settings.pattern_dir, defaults=settings.pattern_defaults)
     templates = TemplateRepository(database.sessions)
     snippets = SnippetLibrary(sessions=database.sessions, file_roots=list(settings.pattern_dir))
     snippets.refresh_files()
@@ -130,7 +130,7 @@ async def build_runtime(settings: Settings) -> Runtime:
         default_params=ModelParams(max_tokens=settings.default_max_tokens),
         structured_max_attempts=settings.structured_max_attempts,
     )
-    auditor = Auditor(
+    replayer = Replayer(
         jobs=jobs, writer=writer, service=service, redactor=redactor, vault=vault, metrics=metrics
     )
     return Runtime(
@@ -139,7 +139,7 @@ async def build_runtime(settings: Settings) -> Runtime:
         writer=writer,
         metrics=metrics,
         service=service,
-        auditor=auditor,
+        replayer=replayer,
         snippets=snippets,
         authenticator=authenticator,
         renderer=renderer,

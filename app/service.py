@@ -12,7 +12,7 @@ from typing import Any
 import structlog
 
 from app.audit.trail import AuditTrail, OpenJob
-from app.catalog import PatternsAdapter
+from app.catalog import PatternCatalog
 from app.catalog.renderer import TemplateRenderer
 from app.catalog.source import DATABASE_BASE_PATH, RenderedSource
 from app.catalog.templates import FALLBACK_SHA256, render_fallback, render_template_version
@@ -21,9 +21,9 @@ from app.metrics import Metrics
 from app.prompts.assembler import InstructionContext, PromptAssembler, TaskInstructions
 from app.prompts.structured import repair_feedback, validate_output
 from app.providers import ProviderCall, ProviderRegistry, ProviderReply
+from app.providers.retry import RetryPolicy
 from app.routing.capabilities import Capabilities, CapabilityCatalog
 from app.routing.policy import ModelSelectionPolicy
-from app.routing.retry import RetryPolicy
 from app.schemas import (
     CompletionEnvelope,
     CompletionResponse,
@@ -67,7 +67,7 @@ class GenAIService:
     def __init__(
         self,
         *,
-        patterns: PatternsAdapter,
+        patterns: PatternCatalog,
         renderer: TemplateRenderer,
         templates: TemplateRepository,
         snippets: SnippetLibrary,

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.audit.redaction import Redactor
 from app.audit.trail import AuditTrail, OpenJob, redact_prompt
 from app.config import AuditSettings, Settings
-from app.prompts.redaction import Redactor
 from app.providers import ProviderReply
 from app.runtime import Runtime, build_runtime
 from app.schemas import (

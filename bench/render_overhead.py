@@ -1,6 +1,6 @@
 """What bounded rendering costs a benign render: the shipped `summarize` pattern, in-process.
 
-(a) `PatternsAdapter.apply_template` called directly (the sandbox's checks, no thread hop);
+(a) `PatternCatalog.apply_template` called directly (the sandbox's checks, no thread hop);
 (b) the same render awaited through `TemplateRenderer.run` (dedicated pool, wait_for, budget);
 (c) for reference, the same render awaited through `asyncio.to_thread` (the bare thread hop).
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import structlog
 
-from app.catalog import PatternsAdapter
+from app.catalog import PatternCatalog
 
 PATTERNS = Path(__file__).resolve().parent.parent / "patterns"
 
@@ -33,7 +33,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=10_000)
     n = parser.parse_args().n
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    adapter = PatternsAdapter(base_path=PATTERNS)
+    adapter = PatternCatalog(base_path=PATTERNS)
     work = functools.partial(adapter.apply_template, "summarize", {}, user_prompt="Some text.")
 
     def direct() -> None:

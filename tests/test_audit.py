@@ -16,9 +16,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 from structlog.testing import capture_logs
 
+from app.audit.redaction import Redactor
 from app.audit.trail import AuditTrail, OpenJob
 from app.config import AuditSettings
-from app.prompts.redaction import Redactor
 from app.providers import ProviderReply
 from app.schemas import Usage
 from app.store.db import Database

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from app.catalog import Pattern, PatternsAdapter
+from app.catalog import Pattern, PatternCatalog
 from app.errors import (
     InvalidPattern,
     MissingVariables,
@@ -36,7 +36,7 @@ def pattern_text(body: str, front: str = "description: A test pattern.\n") -> st
     return f"---\n{front}---\n{body}"
 
 
-def problems_of(adapter: PatternsAdapter, name: str) -> list[str]:
+def problems_of(adapter: PatternCatalog, name: str) -> list[str]:
     with pytest.raises(InvalidPattern) as caught:
         adapter.get(name)
     assert caught.value.name == name
@@ -62,7 +62,7 @@ def test_front_matter_fields_are_parsed_into_pattern_meta(tmp_path: Path) -> Non
             ),
         ),
     )
-    pattern = PatternsAdapter(base_path=tmp_path).get("full")
+    pattern = PatternCatalog(base_path=tmp_path).get("full")
     meta = pattern.meta
     assert meta.description == "Summarise things."
     assert meta.model_hint == "anthropic/claude-sonnet-4-5"
@@ -77,7 +77,7 @@ def test_front_matter_fields_are_parsed_into_pattern_meta(tmp_path: Path) -> Non
 
 def test_front_matter_is_not_part_of_the_rendered_text(tmp_path: Path) -> None:
     write(tmp_path, "p", pattern_text("Body only.\n", front="description: SECRET-META\n"))
-    rendered = PatternsAdapter(base_path=tmp_path).apply_template("p", {})
+    rendered = PatternCatalog(base_path=tmp_path).apply_template("p", {})
     assert rendered.system == "Body only."
     assert "SECRET-META" not in rendered.system
 
@@ -86,7 +86,7 @@ def test_pattern_content_hash_is_the_hash_of_the_whole_file_including_front_matt
     tmp_path: Path,
 ) -> None:
     path = write(tmp_path, "p", pattern_text("Hi\n"))
-    assert PatternsAdapter(base_path=tmp_path).get("p").content_hash == pattern_content_hash(
+    assert PatternCatalog(base_path=tmp_path).get("p").content_hash == pattern_content_hash(
         path.read_bytes()
     )
 
@@ -98,7 +98,7 @@ def test_default_model_is_accepted_as_an_alias_of_model_hint(tmp_path: Path) -> 
         pattern_text("x\n", front="description: d\ndefault_model: ollama/llama3.2:3b\n"),
     )
     assert (
-        PatternsAdapter(base_path=tmp_path).get("aliased").meta.model_hint == "ollama/llama3.2:3b"
+        PatternCatalog(base_path=tmp_path).get("aliased").meta.model_hint == "ollama/llama3.2:3b"
     )
 
 
@@ -107,7 +107,7 @@ def test_unknown_front_matter_key_is_invalid_and_named_while_other_patterns_stil
 ) -> None:
     write(tmp_path, "typo", pattern_text("x\n", front="description: d\ntemprature: 0.2\n"))
     write(tmp_path, "good", pattern_text("Hello {{ name }}\n"))
-    adapter = PatternsAdapter(base_path=tmp_path)
+    adapter = PatternCatalog(base_path=tmp_path)
 
     problems = problems_of(adapter, "typo")
     assert any("temprature" in problem for problem in problems), problems
@@ -121,7 +121,7 @@ def test_unknown_front_matter_key_is_invalid_and_named_while_other_patterns_stil
 def test_invalid_pattern_error_is_a_422_with_the_problems_in_its_details(tmp_path: Path) -> None:
     write(tmp_path, "typo", pattern_text("x\n", front="description: d\nbogus: 1\n"))
     with pytest.raises(InvalidPattern) as caught:
-        PatternsAdapter(base_path=tmp_path).get("typo")
+        PatternCatalog(base_path=tmp_path).get("typo")
     assert caught.value.status_code == 422
     assert caught.value.details()["pattern"] == "typo"
     assert any("bogus" in problem for problem in caught.value.details()["problems"])
@@ -150,13 +150,13 @@ def test_malformed_pattern_files_are_invalid_pattern(
     tmp_path: Path, text: str, needle: str
 ) -> None:
     write(tmp_path, "broken", text)
-    problems = problems_of(PatternsAdapter(base_path=tmp_path), "broken")
+    problems = problems_of(PatternCatalog(base_path=tmp_path), "broken")
     assert any(needle in problem for problem in problems), problems
 
 
 def test_non_utf8_pattern_file_is_invalid_pattern(tmp_path: Path) -> None:
     (tmp_path / "latin.md").write_bytes("---\ndescription: café\n---\nx\n".encode("latin-1"))
-    problems = problems_of(PatternsAdapter(base_path=tmp_path), "latin")
+    problems = problems_of(PatternCatalog(base_path=tmp_path), "latin")
     assert any("UTF-8" in problem for problem in problems)
 
 
@@ -168,7 +168,7 @@ def test_declared_variable_not_used_by_the_body_is_invalid(tmp_path: Path) -> No
             "Hi {{ name }}\n", front="description: d\nvariables:\n  name: n\n  unused: u\n"
         ),
     )
-    problems = problems_of(PatternsAdapter(base_path=tmp_path), "p")
+    problems = problems_of(PatternCatalog(base_path=tmp_path), "p")
     assert problems == ["variable 'unused' is declared but never used"]
 
 
@@ -180,7 +180,7 @@ def test_variable_used_by_the_body_but_not_declared_is_invalid(tmp_path: Path) -
             "Hi {{ name }} from {{ city }}\n", front="description: d\nvariables:\n  name: n\n"
         ),
     )
-    problems = problems_of(PatternsAdapter(base_path=tmp_path), "p")
+    problems = problems_of(PatternCatalog(base_path=tmp_path), "p")
     assert problems == ["variable 'city' is used but not declared"]
 
 
@@ -194,7 +194,7 @@ def test_declared_variables_matching_the_body_load(tmp_path: Path) -> None:
         ),
     )
     # Loop variables (`item`) are the template's own and need no declaration.
-    assert PatternsAdapter(base_path=tmp_path).get("p").referenced == frozenset({"items", "sep"})
+    assert PatternCatalog(base_path=tmp_path).get("p").referenced == frozenset({"items", "sep"})
 
 
 def test_jinja_globals_are_not_treated_as_caller_variables(tmp_path: Path) -> None:
@@ -206,7 +206,7 @@ def test_jinja_globals_are_not_treated_as_caller_variables(tmp_path: Path) -> No
             front="description: d\nvariables:\n  n: count\n",
         ),
     )
-    adapter = PatternsAdapter(base_path=tmp_path)
+    adapter = PatternCatalog(base_path=tmp_path)
     assert adapter.get("p").required_variables == ["n"]
     assert adapter.apply_template("p", {"n": 3}).system == "012"
 
@@ -218,7 +218,7 @@ BODY = "{{ tone }}|{{ length }}\n"
 
 def test_caller_beats_front_matter_beats_library_defaults_for_the_same_key(tmp_path: Path) -> None:
     write(tmp_path, "p", pattern_text(BODY, front="description: d\ndefaults:\n  tone: pattern\n"))
-    adapter = PatternsAdapter(base_path=tmp_path, defaults={"tone": "library", "length": "short"})
+    adapter = PatternCatalog(base_path=tmp_path, defaults={"tone": "library", "length": "short"})
     assert adapter.apply_template("p", {}).system == "pattern|short"
     rendered = adapter.apply_template("p", {"tone": "caller"})
     assert rendered.system == "caller|short"
@@ -231,13 +231,13 @@ def test_front_matter_default_beats_library_default(tmp_path: Path) -> None:
         "p",
         pattern_text(BODY, front="description: d\ndefaults:\n  tone: pattern\n  length: long\n"),
     )
-    adapter = PatternsAdapter(base_path=tmp_path, defaults={"tone": "library"})
+    adapter = PatternCatalog(base_path=tmp_path, defaults={"tone": "library"})
     assert adapter.apply_template("p", {}).system == "pattern|long"
 
 
 def test_caller_variable_beats_library_default(tmp_path: Path) -> None:
     write(tmp_path, "p", pattern_text(BODY))
-    adapter = PatternsAdapter(base_path=tmp_path, defaults={"tone": "library", "length": "short"})
+    adapter = PatternCatalog(base_path=tmp_path, defaults={"tone": "library", "length": "short"})
     assert adapter.apply_template("p", {"tone": "caller"}).system == "caller|short"
 
 
@@ -247,7 +247,7 @@ def test_caller_variable_beats_front_matter_default(tmp_path: Path) -> None:
         "p",
         pattern_text(BODY, front="description: d\ndefaults:\n  tone: pattern\n  length: long\n"),
     )
-    adapter = PatternsAdapter(base_path=tmp_path)
+    adapter = PatternCatalog(base_path=tmp_path)
     assert adapter.apply_template("p", {"length": "tiny"}).system == "pattern|tiny"
 
 
@@ -257,12 +257,12 @@ def test_caller_may_pass_a_falsy_value_over_a_default(tmp_path: Path) -> None:
         "p",
         pattern_text("[{{ tone }}]\n", front="description: d\ndefaults:\n  tone: x\n"),
     )
-    assert PatternsAdapter(base_path=tmp_path).apply_template("p", {"tone": ""}).system == "[]"
+    assert PatternCatalog(base_path=tmp_path).apply_template("p", {"tone": ""}).system == "[]"
 
 
 def test_rendered_variables_are_the_effective_merged_variables(tmp_path: Path) -> None:
     write(tmp_path, "p", pattern_text(BODY, front="description: d\ndefaults:\n  length: long\n"))
-    adapter = PatternsAdapter(base_path=tmp_path, defaults={"extra": 1})
+    adapter = PatternCatalog(base_path=tmp_path, defaults={"extra": 1})
     rendered = adapter.apply_template("p", {"tone": "t"})
     assert rendered.variables == {"extra": 1, "length": "long", "tone": "t"}
 
@@ -278,7 +278,7 @@ def test_missing_variables_names_every_missing_key_sorted(tmp_path: Path) -> Non
             "{{ zulu }} {{ alpha }} {{ mike }} {{ given }}\n{% if flag %}{{ bravo }}{% endif %}\n"
         ),
     )
-    adapter = PatternsAdapter(base_path=tmp_path)
+    adapter = PatternCatalog(base_path=tmp_path)
     with pytest.raises(MissingVariables) as caught:
         adapter.apply_template("p", {"given": 1})
     assert caught.value.missing == ["alpha", "bravo", "flag", "mike", "zulu"]
@@ -292,7 +292,7 @@ def test_missing_variables_names_every_missing_key_sorted(tmp_path: Path) -> Non
 def test_missing_variables_is_a_value_error_and_a_pattern_render_error(tmp_path: Path) -> None:
     write(tmp_path, "p", pattern_text("{{ x }}\n"))
     with pytest.raises(MissingVariables) as caught:
-        PatternsAdapter(base_path=tmp_path).apply_template("p", {})
+        PatternCatalog(base_path=tmp_path).apply_template("p", {})
     assert isinstance(caught.value, ValueError)
     assert isinstance(caught.value, PatternRenderError)
     assert caught.value.error_type == "missing_variables"
@@ -301,14 +301,14 @@ def test_missing_variables_is_a_value_error_and_a_pattern_render_error(tmp_path:
 
 def test_a_variable_supplied_only_by_a_library_default_is_not_missing(tmp_path: Path) -> None:
     write(tmp_path, "p", pattern_text("{{ x }}\n"))
-    adapter = PatternsAdapter(base_path=tmp_path, defaults={"x": "lib"})
+    adapter = PatternCatalog(base_path=tmp_path, defaults={"x": "lib"})
     assert adapter.apply_template("p", {}).system == "lib"
 
 
 def test_wrong_value_shape_is_a_pattern_render_error(tmp_path: Path) -> None:
     write(tmp_path, "p", pattern_text("{% for x in items %}{{ x }}{% endfor %}\n"))
     with pytest.raises(PatternRenderError):
-        PatternsAdapter(base_path=tmp_path).apply_template("p", {"items": 5})
+        PatternCatalog(base_path=tmp_path).apply_template("p", {"items": 5})
 
 
 # --- sandbox ----------------------------------------------------------------------------------
@@ -326,7 +326,7 @@ def test_wrong_value_shape_is_a_pattern_render_error(tmp_path: Path) -> None:
 )
 def test_sandbox_escape_attempts_raise_sandbox_violation(tmp_path: Path, body: str) -> None:
     write(tmp_path, "evil", pattern_text(body + "\n"))
-    adapter = PatternsAdapter(base_path=tmp_path)
+    adapter = PatternCatalog(base_path=tmp_path)
     with pytest.raises(SandboxViolation) as caught:
         adapter.apply_template("evil", {"x": "anything"})
     assert caught.value.error_type == "sandbox_violation"
@@ -337,7 +337,7 @@ def test_template_cannot_mutate_a_list_the_caller_passed(tmp_path: Path) -> None
     write(tmp_path, "evil", pattern_text("{{ items.append(1) }}\n"))
     items: list[int] = [0]
     with pytest.raises(SandboxViolation):
-        PatternsAdapter(base_path=tmp_path).apply_template("evil", {"items": items})
+        PatternCatalog(base_path=tmp_path).apply_template("evil", {"items": items})
     assert items == [0]
 
 
@@ -345,7 +345,7 @@ def test_template_cannot_mutate_a_dict_the_caller_passed(tmp_path: Path) -> None
     write(tmp_path, "evil", pattern_text("{{ d.update({'owned': True}) }}{{ d.pop('k') }}\n"))
     mapping: dict[str, Any] = {"k": "v"}
     with pytest.raises(SandboxViolation):
-        PatternsAdapter(base_path=tmp_path).apply_template("evil", {"d": mapping})
+        PatternCatalog(base_path=tmp_path).apply_template("evil", {"d": mapping})
     assert mapping == {"k": "v"}
 
 
@@ -359,7 +359,7 @@ def test_template_cannot_call_a_private_method_of_a_caller_object(tmp_path: Path
 
     write(tmp_path, "evil", pattern_text("{{ obj._dangerous() }}\n"))
     with pytest.raises(SandboxViolation):
-        PatternsAdapter(base_path=tmp_path).apply_template("evil", {"obj": Target()})
+        PatternCatalog(base_path=tmp_path).apply_template("evil", {"obj": Target()})
     assert calls == []
 
 
@@ -369,7 +369,7 @@ def test_safe_jinja_features_still_render_in_the_sandbox(tmp_path: Path) -> None
         "ok",
         pattern_text("{{ items | join(', ') }}; {{ d['k'] | upper }}; {{ items | length }}\n"),
     )
-    rendered = PatternsAdapter(base_path=tmp_path).apply_template(
+    rendered = PatternCatalog(base_path=tmp_path).apply_template(
         "ok", {"items": ["a", "b"], "d": {"k": "v"}}
     )
     assert rendered.system == "a, b; V; 2"
@@ -382,7 +382,7 @@ def test_sub_folders_give_slash_separated_names(tmp_path: Path) -> None:
     write(tmp_path, "email/reply", pattern_text("Reply\n"))
     write(tmp_path, "code/review/deep", pattern_text("Deep\n"))
     write(tmp_path, "top", pattern_text("Top\n"))
-    adapter = PatternsAdapter(base_path=tmp_path)
+    adapter = PatternCatalog(base_path=tmp_path)
     assert adapter.names() == ["code/review/deep", "email/reply", "top"]
     assert adapter.get("email/reply").name == "email/reply"
     assert adapter.apply_template("code/review/deep", {}).system == "Deep"
@@ -391,7 +391,7 @@ def test_sub_folders_give_slash_separated_names(tmp_path: Path) -> None:
 def test_files_in_snippets_are_not_patterns(tmp_path: Path) -> None:
     write(tmp_path, "snippets/footer", "no front-matter here, and that is fine\n")
     write(tmp_path, "real", pattern_text("Real\n"))
-    adapter = PatternsAdapter(base_path=tmp_path)
+    adapter = PatternCatalog(base_path=tmp_path)
     assert adapter.names() == ["real"]
     assert adapter.problems() == {}
     with pytest.raises(PatternNotFound):
@@ -401,12 +401,12 @@ def test_files_in_snippets_are_not_patterns(tmp_path: Path) -> None:
 def test_only_md_files_are_patterns(tmp_path: Path) -> None:
     write(tmp_path, "real", pattern_text("Real\n"))
     (tmp_path / "notes.txt").write_text(pattern_text("Not a pattern\n"), encoding="utf-8")
-    assert PatternsAdapter(base_path=tmp_path).names() == ["real"]
+    assert PatternCatalog(base_path=tmp_path).names() == ["real"]
 
 
 def test_unknown_name_raises_pattern_not_found(tmp_path: Path) -> None:
     write(tmp_path, "real", pattern_text("Real\n"))
-    adapter = PatternsAdapter(base_path=tmp_path)
+    adapter = PatternCatalog(base_path=tmp_path)
     with pytest.raises(PatternNotFound) as caught:
         adapter.get("imaginary")
     assert caught.value.status_code == 404
@@ -416,12 +416,12 @@ def test_unknown_name_raises_pattern_not_found(tmp_path: Path) -> None:
 
 def test_adapter_requires_at_least_one_root() -> None:
     with pytest.raises(ValueError, match="root"):
-        PatternsAdapter()
+        PatternCatalog()
 
 
 def test_missing_root_yields_no_patterns_and_is_reported(tmp_path: Path) -> None:
     absent = tmp_path / "absent"
-    adapter = PatternsAdapter(base_path=absent)
+    adapter = PatternCatalog(base_path=absent)
     assert adapter.names() == []
     assert adapter.missing_roots() == [str(absent)]
 
@@ -431,7 +431,7 @@ def test_missing_root_yields_no_patterns_and_is_reported(tmp_path: Path) -> None
 
 def test_edited_file_is_picked_up_after_refresh_with_new_text_and_hash(tmp_path: Path) -> None:
     path = write(tmp_path, "p", pattern_text("Version one\n"))
-    adapter = PatternsAdapter(base_path=tmp_path)
+    adapter = PatternCatalog(base_path=tmp_path)
     old_hash = adapter.get("p").content_hash
     assert adapter.apply_template("p", {}).system == "Version one"
 
@@ -447,7 +447,7 @@ def test_edited_file_is_picked_up_after_refresh_with_new_text_and_hash(tmp_path:
 
 def test_same_size_edit_is_picked_up_when_mtime_changes(tmp_path: Path) -> None:
     path = write(tmp_path, "p", pattern_text("AAAA\n"))
-    adapter = PatternsAdapter(base_path=tmp_path)
+    adapter = PatternCatalog(base_path=tmp_path)
     stat = path.stat()
     path.write_text(pattern_text("BBBB\n"), encoding="utf-8")
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
@@ -457,7 +457,7 @@ def test_same_size_edit_is_picked_up_when_mtime_changes(tmp_path: Path) -> None:
 
 def test_added_file_appears_after_refresh(tmp_path: Path) -> None:
     write(tmp_path, "a", pattern_text("A\n"))
-    adapter = PatternsAdapter(base_path=tmp_path)
+    adapter = PatternCatalog(base_path=tmp_path)
     write(tmp_path, "sub/b", pattern_text("B\n"))
     assert adapter.names() == ["a"]
     assert adapter.refresh() is True
@@ -468,7 +468,7 @@ def test_added_file_appears_after_refresh(tmp_path: Path) -> None:
 def test_deleted_file_disappears_after_refresh(tmp_path: Path) -> None:
     write(tmp_path, "a", pattern_text("A\n"))
     doomed = write(tmp_path, "b", pattern_text("B\n"))
-    adapter = PatternsAdapter(base_path=tmp_path)
+    adapter = PatternCatalog(base_path=tmp_path)
     doomed.unlink()
     assert adapter.refresh() is True
     assert adapter.names() == ["a"]
@@ -479,7 +479,7 @@ def test_deleted_file_disappears_after_refresh(tmp_path: Path) -> None:
 def test_refresh_returns_false_when_nothing_changed(tmp_path: Path) -> None:
     write(tmp_path, "a", pattern_text("A\n"))
     write(tmp_path, "bad", "no front-matter\n")
-    adapter = PatternsAdapter(base_path=tmp_path)
+    adapter = PatternCatalog(base_path=tmp_path)
     before = adapter.get("a")
     assert adapter.refresh() is False
     assert adapter.refresh() is False
@@ -488,7 +488,7 @@ def test_refresh_returns_false_when_nothing_changed(tmp_path: Path) -> None:
 
 def test_fixing_a_broken_file_makes_it_load_after_refresh(tmp_path: Path) -> None:
     path = write(tmp_path, "p", pattern_text("x\n", front="description: d\nbogus: 1\n"))
-    adapter = PatternsAdapter(base_path=tmp_path)
+    adapter = PatternCatalog(base_path=tmp_path)
     assert set(adapter.problems()) == {"p"}
     path.write_text(pattern_text("fixed\n"), encoding="utf-8")
     assert adapter.refresh() is True
@@ -498,7 +498,7 @@ def test_fixing_a_broken_file_makes_it_load_after_refresh(tmp_path: Path) -> Non
 
 def test_breaking_a_file_makes_it_invalid_after_refresh(tmp_path: Path) -> None:
     path = write(tmp_path, "p", pattern_text("fine\n"))
-    adapter = PatternsAdapter(base_path=tmp_path)
+    adapter = PatternCatalog(base_path=tmp_path)
     path.write_text(pattern_text("{% if %}\n"), encoding="utf-8")
     assert adapter.refresh() is True
     with pytest.raises(InvalidPattern):
@@ -520,10 +520,10 @@ def two_roots(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_first_root_wins_for_a_shared_name(two_roots: tuple[Path, Path]) -> None:
     first, second = two_roots
-    adapter = PatternsAdapter(roots=[first, second])
+    adapter = PatternCatalog(roots=[first, second])
     assert adapter.apply_template("shared", {}).system == "from first"
     assert adapter.get("shared").base_path == str(first)
-    reversed_adapter = PatternsAdapter(roots=[second, first])
+    reversed_adapter = PatternCatalog(roots=[second, first])
     assert reversed_adapter.apply_template("shared", {}).system == "from second"
 
 
@@ -531,13 +531,13 @@ def test_shadowed_reports_shared_names_with_roots_in_search_order(
     two_roots: tuple[Path, Path],
 ) -> None:
     first, second = two_roots
-    adapter = PatternsAdapter(roots=[first, second])
+    adapter = PatternCatalog(roots=[first, second])
     assert adapter.shadowed() == {"shared": [str(first), str(second)]}
 
 
 def test_names_unique_to_each_root_resolve(two_roots: tuple[Path, Path]) -> None:
     first, second = two_roots
-    adapter = PatternsAdapter(roots=[first, second])
+    adapter = PatternCatalog(roots=[first, second])
     assert adapter.names() == ["only_first", "shared", "team/only_second"]
     assert adapter.apply_template("only_first", {}).system == "first only"
     assert adapter.apply_template("team/only_second", {}).system == "second only"
@@ -549,7 +549,7 @@ def test_base_path_and_roots_combine_with_base_path_searched_first(
     two_roots: tuple[Path, Path],
 ) -> None:
     first, second = two_roots
-    adapter = PatternsAdapter(base_path=second, roots=[first])
+    adapter = PatternCatalog(base_path=second, roots=[first])
     assert adapter.apply_template("shared", {}).system == "from second"
 
 
@@ -559,7 +559,7 @@ def test_a_valid_pattern_in_the_first_root_hides_a_broken_one_in_a_later_root(
     first, second = tmp_path / "first", tmp_path / "second"
     write(first, "p", pattern_text("good\n"))
     write(second, "p", "broken, no front-matter\n")
-    adapter = PatternsAdapter(roots=[first, second])
+    adapter = PatternCatalog(roots=[first, second])
     assert adapter.problems() == {}
     assert adapter.apply_template("p", {}).system == "good"
 
@@ -570,7 +570,7 @@ def test_a_broken_pattern_in_the_first_root_is_reported_even_if_a_later_root_has
     first, second = tmp_path / "first", tmp_path / "second"
     write(first, "p", "broken, no front-matter\n")
     write(second, "p", pattern_text("good\n"))
-    adapter = PatternsAdapter(roots=[first, second])
+    adapter = PatternCatalog(roots=[first, second])
     assert set(adapter.problems()) == {"p"}
     with pytest.raises(InvalidPattern):
         adapter.get("p")
@@ -578,7 +578,7 @@ def test_a_broken_pattern_in_the_first_root_is_reported_even_if_a_later_root_has
 
 def test_refresh_covers_every_root(two_roots: tuple[Path, Path]) -> None:
     first, second = two_roots
-    adapter = PatternsAdapter(roots=[first, second])
+    adapter = PatternCatalog(roots=[first, second])
     assert adapter.refresh() is False
     write(second, "late", pattern_text("late\n"))
     assert adapter.refresh() is True
@@ -590,11 +590,11 @@ def test_base_path_is_the_root_as_configured_and_a_relative_one_stays_relative(
 ) -> None:
     write(tmp_path / "lib", "p", pattern_text("x\n"))
     monkeypatch.chdir(tmp_path)
-    relative = PatternsAdapter(base_path="lib").get("p")
+    relative = PatternCatalog(base_path="lib").get("p")
     assert relative.base_path == "lib"
-    absolute = PatternsAdapter(base_path=str(tmp_path / "lib")).get("p")
+    absolute = PatternCatalog(base_path=str(tmp_path / "lib")).get("p")
     assert absolute.base_path == str(tmp_path / "lib")
-    as_path = PatternsAdapter(roots=[Path("lib")]).get("p")
+    as_path = PatternCatalog(roots=[Path("lib")]).get("p")
     assert as_path.base_path == "lib"
 
 
@@ -607,8 +607,8 @@ SAMPLES: dict[str, Any] = {
 }
 
 
-def shipped() -> PatternsAdapter:
-    return PatternsAdapter(base_path=SHIPPED_ROOT)
+def shipped() -> PatternCatalog:
+    return PatternCatalog(base_path=SHIPPED_ROOT)
 
 
 def test_shipped_root_has_patterns_and_none_has_problems() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.catalog import PatternsAdapter
+from app.catalog import PatternCatalog
 from app.tracking import pattern_content_hash, user_prompt_hash
 from tests.fakes.provider_server import FakeProviderServer, Reply
 from tests.support import serve_app, settings_for
@@ -411,7 +411,7 @@ async def test_invalid_chat_and_schema_patterns_fail_at_load_with_clear_problems
 
 
 def test_editing_a_sibling_schema_file_changes_the_content_hash(root: Path) -> None:
-    adapter = PatternsAdapter(base_path=root)
+    adapter = PatternCatalog(base_path=root)
     before = adapter.get("extract_file")
     assert before.output_schema == SCHEMA
     schema = {**SCHEMA, "required": ["name"]}

@@ -20,7 +20,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from app.catalog import PatternsAdapter
+from app.catalog import PatternCatalog
 from app.schemas import Provenance
 from app.tracking import (
     build_provenance,
@@ -236,13 +236,13 @@ PATTERN = "---\ndescription: Greets someone.\n---\nGreet {{ name }} in a {{ tone
 
 
 @pytest.fixture
-def adapter(tmp_path: Path) -> PatternsAdapter:
+def adapter(tmp_path: Path) -> PatternCatalog:
     (tmp_path / "greet.md").write_text(PATTERN, encoding="utf-8")
-    return PatternsAdapter(base_path=tmp_path)
+    return PatternCatalog(base_path=tmp_path)
 
 
 def provenance_for(
-    adapter: PatternsAdapter, variables: dict[str, Any], user_prompt: str
+    adapter: PatternCatalog, variables: dict[str, Any], user_prompt: str
 ) -> Provenance:
     rendered = adapter.apply_template("greet", variables)
     pattern = rendered.pattern
@@ -264,7 +264,7 @@ def changed_fields(before: Provenance, after: Provenance) -> set[str]:
 
 
 def test_build_provenance_fills_every_field_from_its_inputs(
-    adapter: PatternsAdapter, tmp_path: Path
+    adapter: PatternCatalog, tmp_path: Path
 ) -> None:
     variables = {"name": "Ana", "tone": "warm"}
     prov = provenance_for(adapter, variables, "Hello")
@@ -282,7 +282,7 @@ def test_build_provenance_fills_every_field_from_its_inputs(
 
 
 def test_changing_only_the_user_prompt_changes_only_user_prompt_hash(
-    adapter: PatternsAdapter,
+    adapter: PatternCatalog,
 ) -> None:
     variables = {"name": "Ana", "tone": "warm"}
     before = provenance_for(adapter, variables, "Write to Ana.")
@@ -290,14 +290,14 @@ def test_changing_only_the_user_prompt_changes_only_user_prompt_hash(
     assert changed_fields(before, after) == {"user_prompt_hash"}
 
 
-def test_changing_only_one_variable_changes_only_variables_hash(adapter: PatternsAdapter) -> None:
+def test_changing_only_one_variable_changes_only_variables_hash(adapter: PatternCatalog) -> None:
     before = provenance_for(adapter, {"name": "Ana", "tone": "warm"}, "Hi")
     after = provenance_for(adapter, {"name": "Ana", "tone": "formal"}, "Hi")
     assert changed_fields(before, after) == {"variables_hash"}
 
 
 def test_changing_only_the_pattern_file_bytes_changes_only_pattern_content_hash(
-    adapter: PatternsAdapter, tmp_path: Path
+    adapter: PatternCatalog, tmp_path: Path
 ) -> None:
     variables = {"name": "Ana", "tone": "warm"}
     before = provenance_for(adapter, variables, "Hi")
@@ -314,7 +314,7 @@ def test_provenance_fingerprints_effective_variables_with_defaults_merged(tmp_pa
         "---\ndescription: d\ndefaults:\n  tone: warm\n---\n{{ name }} {{ tone }}\n",
         encoding="utf-8",
     )
-    adapter = PatternsAdapter(base_path=tmp_path)
+    adapter = PatternCatalog(base_path=tmp_path)
     implicit = provenance_for(adapter, {"name": "Ana"}, "Hi")
     explicit = provenance_for(adapter, {"name": "Ana", "tone": "warm"}, "Hi")
     assert implicit == explicit

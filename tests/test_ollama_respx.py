@@ -12,7 +12,7 @@ from app.config import UpstreamSettings
 from app.errors import UpstreamError, UpstreamTimeout
 from app.providers.base import ProviderCall
 from app.providers.ollama import OllamaProvider
-from app.routing.retry import RetryPolicy
+from app.providers.retry import RetryPolicy
 from app.schemas import Message, ModelParams
 
 HOST = "http://ollama.test:11434"

@@ -1,4 +1,4 @@
-"""Tests for the keyed personal-data redactor (app.prompts.redaction)."""
+"""Tests for the keyed personal-data redactor (app.audit.redaction)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.prompts.redaction import (
+from app.audit.redaction import (
     CATEGORIES,
     ELLIPSIS,
     MAX_REDACTED_CHARS,

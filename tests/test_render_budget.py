@@ -16,7 +16,7 @@ import pytest
 from jinja2 import StrictUndefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from app.catalog import PatternsAdapter
+from app.catalog import PatternCatalog
 from app.catalog.budget import RenderBudget, render_budget
 from app.catalog.engine import _ENV, apply_template, compile_template
 from app.catalog.pattern import _split_sections, split_front_matter
@@ -219,9 +219,9 @@ def test_legitimate_templates_render_byte_for_byte_like_stock_jinja(source: str)
     ).render(**variables)
 
 
-@pytest.mark.parametrize("name", PatternsAdapter(base_path=SHIPPED_PATTERNS).names())
+@pytest.mark.parametrize("name", PatternCatalog(base_path=SHIPPED_PATTERNS).names())
 def test_shipped_patterns_render_byte_for_byte_like_stock_jinja(name: str) -> None:
-    adapter = PatternsAdapter(base_path=SHIPPED_PATTERNS)
+    adapter = PatternCatalog(base_path=SHIPPED_PATTERNS)
     pattern = adapter.get(name)
     samples = {"labels": ["billing", "bug"], "context": "Opens at 9.", "target_language": "German"}
     variables = {v: samples[v] for v in pattern.required_variables}
@@ -247,7 +247,7 @@ async def test_loading_and_reloading_hostile_pattern_files_never_hangs(tmp_path:
     """Compiling folds nothing that can explode, so the reload thread stays live; such a file
     loads as valid and is stopped when it renders (a file too deep to compile is invalid)."""
     write_pattern(tmp_path, "power", "{{ 9**(9**9) }}")
-    adapter = await asyncio.wait_for(asyncio.to_thread(PatternsAdapter, base_path=tmp_path), 30)
+    adapter = await asyncio.wait_for(asyncio.to_thread(PatternCatalog, base_path=tmp_path), 30)
     write_pattern(tmp_path, "center", "{{ 'x'|center(10**9) }} {{ 'a' * 10**9 }}")
     write_pattern(tmp_path, "deep", "{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}")
     assert await asyncio.wait_for(asyncio.to_thread(adapter.refresh), 30)

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from app.catalog import PatternsAdapter
+from app.catalog import PatternCatalog
 from app.errors import InvalidSnippetLabels, SnippetExists, SnippetNotFound
 from app.schemas import SnippetIn
 from app.snippets import SnippetLibrary
@@ -205,7 +205,7 @@ def test_the_pattern_catalog_ignores_the_snippets_folder(root: Path) -> None:
     (root / "greet.md").write_text("---\ndescription: Greet.\n---\nHi {{ who }}.\n")
     write(root, "formal", FORMAL)
     write(root, "typo", "---\ntagz: x\n---\nT.\n")
-    adapter = PatternsAdapter(roots=[root])
+    adapter = PatternCatalog(roots=[root])
     assert adapter.names() == ["greet"]
     assert adapter.problems() == {}
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any, cast
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from app.audit.replay import Auditor
+from app.audit.replay import Replayer
 from app.auth.authenticator import Authenticator, Principal
 from app.auth.keys import Scope
 from app.catalog.renderer import TemplateRenderer
@@ -33,8 +33,8 @@ async def get_service(request: Request) -> GenAIService:
     return _runtime(request).service
 
 
-async def get_auditor(request: Request) -> Auditor:
-    return _runtime(request).auditor
+async def get_replayer(request: Request) -> Replayer:
+    return _runtime(request).replayer
 
 
 async def get_templates(request: Request) -> TemplateRepository:
@@ -83,7 +83,7 @@ async def get_request_id(request: Request) -> str | None:
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 ServiceDep = Annotated[GenAIService, Depends(get_service)]
-AuditorDep = Annotated[Auditor, Depends(get_auditor)]
+ReplayerDep = Annotated[Replayer, Depends(get_replayer)]
 TemplatesDep = Annotated[TemplateRepository, Depends(get_templates)]
 SnippetsDep = Annotated[SnippetLibrary, Depends(get_snippets)]
 RequestIdDep = Annotated[str | None, Depends(get_request_id)]

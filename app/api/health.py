@@ -43,7 +43,7 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
         # Bounded: a locked table or a silent server makes the probe fail, never hang.
         async with asyncio.timeout(runtime.settings.database_lock_timeout_seconds):
             schema_current: bool | None = await runtime.database.schema_is_current()
-            await runtime.auditor.jobs.ping()
+            await runtime.replayer.jobs.ping()
         reachable = True
     except (StoreUnavailable, TimeoutError):
         schema_current, reachable = None, False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
-from app.api.deps import AuditorDep, IsAdmin, ServiceDep
+from app.api.deps import IsAdmin, ReplayerDep, ServiceDep
 from app.api.errors import error_responses
 from app.api.params import JobIdPath
 from app.schemas import DriftReport, JobRecord, ReplayResult
@@ -30,13 +30,13 @@ async def get_job(job_id: JobIdPath, service: ServiceDep) -> JobRecord:
 )
 async def replay_job(
     job_id: JobIdPath,
-    auditor: AuditorDep,
+    replayer: ReplayerDep,
     reveal: bool = Query(
         default=False,
         description="Return the raw prompt instead of the redacted one; logged and counted.",
     ),
 ) -> ReplayResult:
-    return await auditor.replay(job_id, reveal=reveal)
+    return await replayer.replay(job_id, reveal=reveal)
 
 
 @router.get(
@@ -45,6 +45,6 @@ async def replay_job(
     summary="Sources (pattern files, templates) whose content changed since recent jobs used them",
 )
 async def check_drift(
-    auditor: AuditorDep, limit: int = Query(default=1000, ge=1, le=100_000)
+    replayer: ReplayerDep, limit: int = Query(default=1000, ge=1, le=100_000)
 ) -> DriftReport:
-    return await auditor.drift_report(limit=limit)
+    return await replayer.drift_report(limit=limit)

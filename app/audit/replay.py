@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from app.audit.redaction import Redactor
 from app.audit.trail import redact_prompt
 from app.catalog.templates import FALLBACK_SHA256, template_checksum
 from app.errors import GenAIError, JobNotFound, ReplayUnavailable
 from app.metrics import Metrics
-from app.prompts.redaction import Redactor
 from app.schemas import (
     DriftFinding,
     DriftReport,
@@ -37,7 +37,7 @@ def _prompt_hash(stored_form: Any) -> str:
     return sha256_hex(canonical_json(stored_form).encode())
 
 
-class Auditor:
+class Replayer:
     def __init__(
         self,
         *,

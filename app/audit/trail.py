@@ -21,9 +21,9 @@ from typing import Any, TypeVar
 
 from sqlalchemy import String
 
+from app.audit.redaction import Redactor, clip
 from app.catalog.source import RenderedSource
 from app.errors import GenAIError, JobNotFound, StoreUnavailable
-from app.prompts.redaction import Redactor, clip
 from app.providers import ProviderReply
 from app.schemas import (
     JobRecord,

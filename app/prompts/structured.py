@@ -26,6 +26,25 @@ REPAIR_ACTION = (
 
 
 @dataclass(frozen=True, slots=True)
+class Attempt:
+    """One structured-output try, as the audit trail records it (redacted there)."""
+
+    number: int
+    valid: bool
+    issues: ValidationIssues
+    response: str
+
+    def as_record(self) -> dict[str, Any]:
+        """The JSON shape stored in `jobs.attempts` and returned by GET /v1/jobs/{id}."""
+        return {
+            "attempt": self.number,
+            "valid": self.valid,
+            "issues": self.issues.model_dump(),
+            "response": self.response,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Validation:
     parsed: Any | None
     issues: ValidationIssues

@@ -12,7 +12,7 @@ from app.providers.base import (
     ProviderCall,
     ProviderReply,
     normalize_finish_reason,
-    stainless_errors,
+    translate_sdk_errors,
 )
 from app.schemas import Usage
 
@@ -66,7 +66,7 @@ class AnthropicProvider:
         return body
 
     async def complete(self, call: ProviderCall) -> ProviderReply:
-        with stainless_errors(self.name, anthropic):
+        with translate_sdk_errors(self.name, anthropic):
             message = await self._client.messages.create(**self.request_kwargs(call))
         text = "".join(block.text for block in message.content if block.type == "text")
         payload = next(

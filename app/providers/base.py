@@ -146,7 +146,7 @@ def chat_messages(call: ProviderCall) -> list[dict[str, str]]:
 
 
 @contextlib.contextmanager
-def stainless_errors(provider: str, sdk: ModuleType) -> Iterator[None]:
+def translate_sdk_errors(provider: str, sdk: ModuleType) -> Iterator[None]:
     """Translate the exceptions of the openai and anthropic SDKs, which share one shape."""
     try:
         yield

@@ -13,7 +13,7 @@ from app.providers.base import (
     ProviderReply,
     chat_messages,
     normalize_finish_reason,
-    stainless_errors,
+    translate_sdk_errors,
 )
 from app.schemas import Usage
 
@@ -41,7 +41,7 @@ class OpenAIProvider:
         return body
 
     async def complete(self, call: ProviderCall) -> ProviderReply:
-        with stainless_errors(self.name, openai):
+        with translate_sdk_errors(self.name, openai):
             result = await self._client.chat.completions.create(**self.request_kwargs(call))
         if not result.choices:
             raise UpstreamError("openai returned no choices", provider=self.name)

@@ -37,7 +37,7 @@ class ProviderRegistry:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ProviderRegistry:
-        """SDK retries are off: `app.routing.retry` is the only retry layer."""
+        """SDK retries are off: `app.providers.retry` is the only retry layer."""
         timeout = settings.upstream.timeout_seconds
         providers: dict[str, Provider] = {}
         oa = settings.openai

@@ -15,7 +15,7 @@ from app.errors import InvalidPattern, PatternNotFound
 log = structlog.get_logger(__name__)
 
 
-class PatternsAdapter:
+class PatternCatalog:
     """Resolves names across roots; like PATH, the first root holding a name owns it.
 
     Within a root a name is unique by construction (one file per path); a name found in an
@@ -31,7 +31,7 @@ class PatternsAdapter:
     ) -> None:
         paths = [*([base_path] if base_path is not None else []), *roots]
         if not paths:
-            raise ValueError("PatternsAdapter needs a base_path or at least one root")
+            raise ValueError("PatternCatalog needs a base_path or at least one root")
         unique = list(dict.fromkeys(str(p) for p in paths))
         self.libraries = [PatternLibrary(p, defaults=defaults) for p in unique]
 
