@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -11,14 +12,15 @@ import typer
 
 from app.catalog import PatternCatalog
 from app.cli_keys import keys_cli
+from app.cli_runner import OperatorErrors, run
 from app.cli_snippets import snippets_cli
-from app.cli_store import OperatorErrors, db_cli, fail, templates_cli
+from app.cli_store import db_cli, templates_cli
 from app.config import Settings, get_settings
 from app.errors import GenAIError
 from app.logging import configure_logging
+from app.metrics import shared_across_workers
 from app.preflight import run_preflight
 from app.routing.policy import ModelSelectionPolicy
-from app.runtime import run_with_runtime
 from app.schemas import RenderRequest
 
 cli = typer.Typer(
@@ -55,6 +57,9 @@ def _parse_var(item: str) -> tuple[str, Any]:
         return key, raw
 
 
+_WORKER_START_SECONDS = 60
+
+
 @cli.command()
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
@@ -71,16 +76,24 @@ def serve(
     if settings.auto_migrate and workers > 1:
         # Migrated once by the preflight, not racing in every worker; workers inherit the env.
         os.environ["GENAI_DATABASE_AUTO_MIGRATE"] = "false"
-    uvicorn.run(
-        "app.main:create_app",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        access_log=False,
-        proxy_headers=True,
-        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds),
-    )
+    with shared_across_workers(workers):  # /metrics sums every worker's counters
+        uvicorn.run(
+            "app.main:create_app",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            # uvloop and httptools when installed (not on Windows); the access log is off
+            # because RequestContextMiddleware already writes one line per request.
+            loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+            http="httptools" if importlib.util.find_spec("httptools") else "h11",
+            access_log=False,
+            proxy_headers=True,
+            timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds),
+            # A worker answers uvicorn's health check only once it has imported the app (seconds
+            # on a busy machine); with the default 5 s every worker was killed while starting.
+            timeout_worker_healthcheck=_WORKER_START_SECONDS,
+        )
 
 
 @cli.command()
@@ -97,17 +110,13 @@ def render(
     request = RenderRequest(
         pattern_key=pattern, variables=variables, user_prompt=user_prompt, model=model
     )
-    try:
-        result = run_with_runtime(lambda runtime: runtime.service.render(request))
-    except GenAIError as exc:
-        fail(exc)
-        return
+    result = run(lambda runtime: runtime.service.render(request))
     typer.echo(result.model_dump_json(indent=2))
 
 
 @patterns_cli.command("list")
 def patterns_list() -> None:
-    """One line per pattern: name and description."""
+    """One line per pattern: name and description (bodies are not compiled: see validate)."""
     adapter = _adapter(get_settings())
     for pattern in adapter.loadable():
         typer.echo(f"{pattern.name:<28} {pattern.meta.description}")
@@ -118,11 +127,7 @@ def patterns_list() -> None:
 @patterns_cli.command("show")
 def patterns_show(name: str) -> None:
     """A pattern's metadata, variables and content hash as JSON."""
-    try:
-        pattern = _adapter(get_settings()).get(name)
-    except GenAIError as exc:
-        fail(exc)
-        return
+    pattern = _adapter(get_settings()).get(name)
     documented = pattern.meta.variables or {}
     typer.echo(
         json.dumps(
@@ -148,7 +153,7 @@ def patterns_validate() -> None:
     for root in adapter.missing_roots():
         typer.echo(f"root {root}: does not exist", err=True)
         failures += 1
-    for name, problem in sorted(adapter.problems().items()):
+    for name, problem in sorted(adapter.check().items()):  # compiles every body
         for text in problem.problems:
             typer.echo(f"{name}: {text}", err=True)
         failures += 1

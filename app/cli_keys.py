@@ -7,9 +7,8 @@ from typing import Annotated
 import typer
 
 from app.auth.keys import Scope
-from app.cli_store import fail
-from app.errors import GenAIError
-from app.runtime import Runtime, run_with_runtime
+from app.cli_runner import run
+from app.runtime import Runtime
 from app.schemas import ApiKeyCreated, ApiKeyInfo
 
 keys_cli = typer.Typer(help="API keys and their scopes.", no_args_is_help=True)
@@ -27,10 +26,7 @@ def keys_create(
     async def work(runtime: Runtime) -> ApiKeyCreated:
         return await runtime.authenticator.create(scope=scope, name=name)
 
-    try:
-        created = run_with_runtime(work)
-    except GenAIError as exc:
-        fail(exc)
+    created = run(work)
     typer.echo(f"created {created.scope} key {created.id} ({created.name}); store it now:")
     typer.echo(created.key)
 
@@ -42,10 +38,7 @@ def keys_list() -> None:
     async def work(runtime: Runtime) -> list[ApiKeyInfo]:
         return await runtime.authenticator.list_keys()
 
-    try:
-        listed = run_with_runtime(work)
-    except GenAIError as exc:
-        fail(exc)
+    listed = run(work)
     for key in listed:
         used = key.last_used_at.isoformat(timespec="seconds") if key.last_used_at else "never"
         state = f"revoked {key.revoked_at:%Y-%m-%d}" if key.revoked_at else "active"
@@ -64,8 +57,5 @@ def keys_revoke(
     async def work(runtime: Runtime) -> ApiKeyInfo:
         return await runtime.authenticator.revoke(key_id)
 
-    try:
-        revoked = run_with_runtime(work)
-    except GenAIError as exc:
-        fail(exc)
+    revoked = run(work)
     typer.echo(f"revoked key {revoked.id} ({revoked.name})")

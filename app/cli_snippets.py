@@ -3,33 +3,20 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 
-from app.cli_store import fail
-from app.errors import GenAIError
-from app.runtime import Runtime, run_with_runtime
+from app.cli_runner import run
+from app.runtime import Runtime
 from app.schemas import SnippetIn
 from app.snippets.fields import normalise_tags
-
-T = TypeVar("T")
 
 snippets_cli = typer.Typer(
     help="Reusable prompt fragments (database; file snippets are read-only).",
     no_args_is_help=True,
 )
-
-
-def _run(work: Callable[[Runtime], Awaitable[T]]) -> T:
-    """One piece of work on a fresh runtime; a service error prints as the API would show it."""
-    try:
-        return run_with_runtime(work)
-    except GenAIError as exc:
-        fail(exc)
 
 
 def _metadata(raw: str | None) -> dict[str, Any]:
@@ -59,7 +46,7 @@ def snippets_list(
             for s in found
         ]
 
-    for line in _run(work):
+    for line in run(work):
         typer.echo(line)
 
 
@@ -70,7 +57,7 @@ def snippets_show(identifier: str) -> None:
     async def work(runtime: Runtime) -> str:
         return (await runtime.snippets.get(identifier)).model_dump_json(indent=2)
 
-    typer.echo(_run(work))
+    typer.echo(run(work))
 
 
 @snippets_cli.command("create")
@@ -88,24 +75,19 @@ def snippets_create(
     description: Annotated[str, typer.Option(help="What the snippet is for.")] = "",
 ) -> None:
     """Store a database snippet (it overrides a file snippet of the same identifier)."""
-    try:
-        new = SnippetIn(
-            identifier=identifier,
-            name=name,
-            description=description,
-            text=file.read_text(encoding="utf-8").strip(),
-            tags=normalise_tags(",".join(tag or [])),
-            metadata=_metadata(metadata),
-        )
-    except ValidationError as exc:
-        for err in exc.errors(include_url=False, include_input=False):
-            typer.echo(f"{'.'.join(map(str, err['loc']))}: {err['msg']}", err=True)
-        raise typer.Exit(code=2) from None
+    new = SnippetIn(  # invalid fields end the command through OperatorErrors (exit 2)
+        identifier=identifier,
+        name=name,
+        description=description,
+        text=file.read_text(encoding="utf-8").strip(),
+        tags=normalise_tags(",".join(tag or [])),
+        metadata=_metadata(metadata),
+    )
 
     async def work(runtime: Runtime) -> str:
         return (await runtime.snippets.create(new)).model_dump_json(indent=2)
 
-    typer.echo(_run(work))
+    typer.echo(run(work))
 
 
 @snippets_cli.command("delete")
@@ -115,5 +97,5 @@ def snippets_delete(identifier: str) -> None:
     async def work(runtime: Runtime) -> None:
         await runtime.snippets.delete(identifier)
 
-    _run(work)
+    run(work)
     typer.echo(f"deleted {identifier}")

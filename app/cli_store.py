@@ -5,47 +5,21 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated
 
 import typer
-from pydantic import ValidationError
-from typer.core import TyperGroup
 
 from app.catalog.templates import check_new_template
+from app.cli_runner import run
 from app.config import Settings, get_settings
-from app.errors import ConfigurationError, GenAIError, StoreUnavailable
-from app.runtime import Runtime, run_with_runtime
-from app.schemas import TemplateCreate
+from app.errors import ConfigurationError, StoreUnavailable
+from app.runtime import Runtime
+from app.schemas import DriftReport, TemplateCreate
 from app.store.db import DATABASE_URL_SETTING, Database, describe_storage_error
 from app.store.secrets import new_key_text
 
 db_cli = typer.Typer(help="The audit store: migrations and keys.", no_args_is_help=True)
 templates_cli = typer.Typer(help="Versioned database templates.", no_args_is_help=True)
-
-
-class OperatorErrors(TyperGroup):
-    """The top-level command group: a ConfigurationError (a bad setting, key or database URL, an
-    unreachable store) or invalid command input ends any command as one line on stderr, exit 2,
-    never a traceback."""
-
-    def invoke(self, ctx: Any) -> Any:  # typer's vendored click.Context
-        try:
-            return super().invoke(ctx)
-        except ConfigurationError as exc:
-            typer.echo(f"genai: {exc}", err=True)
-            raise typer.Exit(code=2) from None
-        except ValidationError as exc:
-            for err in exc.errors(include_url=False, include_input=False):
-                where = ".".join(map(str, err["loc"])) or exc.title
-                typer.echo(f"genai: {where}: {err['msg']}", err=True)
-            raise typer.Exit(code=2) from None
-
-
-def fail(exc: GenAIError) -> NoReturn:
-    """Print the error as the API would answer it, and exit 1."""
-    body = {"error": {"type": exc.error_type, "message": exc.message, **exc.details()}}
-    typer.echo(json.dumps(body, indent=2), err=True)
-    raise typer.Exit(code=1)
 
 
 def migrate_database(settings: Settings) -> str:
@@ -78,13 +52,6 @@ def db_new_key() -> None:
     typer.echo(new_key_text())
 
 
-def _run(work: object) -> object:
-    try:
-        return run_with_runtime(work)  # type: ignore[arg-type]
-    except GenAIError as exc:
-        fail(exc)
-
-
 @templates_cli.command("create")
 def templates_create(
     name: str,
@@ -108,17 +75,17 @@ def templates_create(
             blueprint_schema=json.loads(blueprint_schema.read_text()) if blueprint_schema else None,
             blueprint_instructions=blueprint_instructions,
         )
-    except (OSError, ValueError) as exc:  # unreadable file, bad JSON, invalid name or role
-        typer.echo(f"Error: {exc}", err=True)
+    except (OSError, json.JSONDecodeError) as exc:  # unreadable file, bad JSON schema file
+        typer.echo(f"genai: {exc}", err=True)  # (an invalid name or role: OperatorErrors)
         raise typer.Exit(code=2) from None
 
     async def work(runtime: Runtime) -> str:
         # The same bounded check as POST /v1/templates: compile, contract, trial render.
         await check_new_template(runtime.renderer, new.name, new.template, new.variables)
-        version = await runtime.service.templates.create_version(new)
+        version = await runtime.templates.create_version(new)
         return version.model_dump_json(indent=2)
 
-    typer.echo(_run(work))
+    typer.echo(run(work))
 
 
 @templates_cli.command("list")
@@ -126,13 +93,13 @@ def templates_list(name: Annotated[str | None, typer.Argument()] = None) -> None
     """Every stored version; `*` marks the active variant."""
 
     async def work(runtime: Runtime) -> list[str]:
-        versions = await runtime.service.templates.list_versions(name)
+        versions = await runtime.templates.list_versions(name)
         return [
             f"{'*' if v.active else ' '} {v.name:<24} {v.role:<16} v{v.version:<4} {v.checksum}"
             for v in versions
         ]
 
-    for line in _run(work):  # type: ignore[attr-defined]
+    for line in run(work):
         typer.echo(line)
 
 
@@ -141,9 +108,9 @@ def templates_show(name: str, role: str, version: int) -> None:
     """One version as JSON."""
 
     async def work(runtime: Runtime) -> str:
-        return (await runtime.service.templates.get(name, role, version)).model_dump_json(indent=2)
+        return (await runtime.templates.get(name, role, version)).model_dump_json(indent=2)
 
-    typer.echo(_run(work))
+    typer.echo(run(work))
 
 
 @templates_cli.command("activate")
@@ -151,10 +118,10 @@ def templates_activate(name: str, role: str, version: int) -> None:
     """Make one version the active variant of (name, role)."""
 
     async def work(runtime: Runtime) -> str:
-        activated = await runtime.service.templates.activate(name, role, version)
+        activated = await runtime.templates.activate(name, role, version)
         return f"{activated.name}/{activated.role} v{activated.version} is active"
 
-    typer.echo(_run(work))
+    typer.echo(run(work))
 
 
 @templates_cli.command("check-drift")
@@ -163,10 +130,10 @@ def templates_check_drift(
 ) -> None:
     """Report sources whose content changed since recent jobs used them; exit 1 on drift."""
 
-    async def work(runtime: Runtime) -> str:
-        return (await runtime.replayer.drift_report(limit=limit)).model_dump_json(indent=2)
+    async def work(runtime: Runtime) -> DriftReport:
+        return await runtime.replayer.drift_report(limit=limit)
 
-    report = str(_run(work))
-    typer.echo(report)
-    if json.loads(report)["drifted"]:
+    report = run(work)
+    typer.echo(report.model_dump_json(indent=2))
+    if report.drifted:
         raise typer.Exit(code=1)

@@ -54,8 +54,20 @@ class AuditSettings(BaseModel):
         default=True,
         description="Keep the variables and user prompt (encrypted) so a job can be replayed.",
     )
+    mode: Literal["before-call", "with-call"] = Field(
+        default="before-call",
+        description="before-call: the pending record is durable before the provider is called. "
+        "with-call: it is written during the call and the answer waits until it is durable.",
+    )
+    insert_window_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        le=0.05,
+        description="Pending records that arrive within this window share one commit (0: those "
+        "that queued while the previous commit ran).",
+    )
     flush_seconds: float = Field(default=0.05, gt=0, description="Max delay of a completion write.")
-    batch_size: int = Field(default=200, ge=1, le=10_000)
+    batch_size: int = Field(default=200, ge=1, le=10_000, description="Max rows per transaction.")
     stuck_after_seconds: float = Field(
         default=30.0, gt=0, description="/readyz reports a backlog that has not drained this long."
     )
@@ -76,7 +88,12 @@ class Settings(BaseSettings):
     pattern_defaults: dict[str, Any] = Field(
         default_factory=dict, description="Library-wide variable defaults (lowest precedence)."
     )
-    pattern_reload_seconds: float = Field(default=1.0, ge=0, description="0 turns reloading off.")
+    pattern_reload_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        description="A file watcher applies pattern and snippet edits once they have settled "
+        "this many seconds; 0 turns reloading off.",
+    )
 
     default_model: str = "openai/gpt-4o-mini"
     model_selection_order: Annotated[list[SelectionSource], NoDecode] = Field(

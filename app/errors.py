@@ -2,6 +2,10 @@
 
     GenAIError                         500 internal_error
     ├── RequestProblem                 4xx: the caller (or a pattern author) can fix it
+    │   │                              (400 bad_request itself: a body that cannot be parsed)
+    │   ├── InvalidRequest             422 invalid_request      (body or parameters fail validation)
+    │   ├── RouteNotFound              404 not_found            (no such path)
+    │   ├── MethodNotAllowed           405 method_not_allowed   (with Allow)
     │   ├── Unauthenticated            401 unauthenticated      (no valid `Authorization: Bearer`)
     │   ├── Forbidden                  403 forbidden            (the key lacks the route's scope)
     │   ├── PayloadTooLarge            413 payload_too_large    (body over GENAI_MAX_BODY_BYTES)
@@ -38,7 +42,10 @@
         └── StructuredOutputInvalid    502 structured_output_invalid (after bounded repairs)
 
 SDK exceptions become these inside the provider adapters; these become HTTP in `app/api/errors.py`.
+Their `{"error": …}` body, for the API and the CLI alike, is built in `app/error_body.py`.
 Storage exceptions become StoreUnavailable at the repository seam (`app/store/db.py`).
+A completion that fails once its audit record exists raises `error.with_job(job_id)`: a new error
+of the same type whose body also names the job.
 
     ConfigurationError                 not HTTP: a bad setting or unreachable store at start;
                                        the CLI prints its one line and exits 2
@@ -48,7 +55,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
+
+from app.schemas import FieldProblem
 
 
 class GenAIError(Exception):
@@ -61,8 +70,24 @@ class GenAIError(Exception):
         super().__init__(message)
         self.message = message
 
-    #: The audit record of the failed job, once one exists.
-    job_id: str | None = None
+    #: The audit record of the failed job; only `with_job` makes an error that names one.
+    _job_id: str | None = None
+
+    @property
+    def job_id(self) -> str | None:
+        return self._job_id
+
+    def with_job(self, job_id: str) -> Self:
+        """This error as the answer of job `job_id`: the same type, body and cause, plus the job.
+
+        Errors from a provider are made before anyone knows the job, so the failure path raises
+        this new error rather than stamping the id onto the one it caught.
+        """
+        made = type(self).__new__(type(self), *self.args)
+        made.__dict__.update(self.__dict__)
+        made._job_id = job_id
+        made.__cause__, made.__suppress_context__ = self.__cause__, self.__suppress_context__
+        return made.with_traceback(self.__traceback__)
 
     def details(self) -> dict[str, Any]:
         """Extra, safe-to-publish fields for the error body."""
@@ -78,6 +103,38 @@ class RequestProblem(GenAIError):
 
     status_code = 400
     error_type = "bad_request"
+
+
+class InvalidRequest(RequestProblem):
+    """The body, query or path failed validation; every failing field is listed, its input not."""
+
+    status_code = 422
+    error_type = "invalid_request"
+
+    def __init__(self, problems: Sequence[FieldProblem]) -> None:
+        summary = "; ".join(f"{'.'.join(map(str, p.loc))}: {p.msg}" for p in problems[:5])
+        super().__init__(f"The request is invalid: {summary}")
+        self.problems = list(problems)
+
+    def details(self) -> dict[str, Any]:
+        return {"errors": [problem.model_dump(mode="json") for problem in self.problems]}
+
+
+class RouteNotFound(RequestProblem):
+    status_code = 404
+    error_type = "not_found"
+
+
+class MethodNotAllowed(RequestProblem):
+    status_code = 405
+    error_type = "method_not_allowed"
+
+    def __init__(self, message: str, *, allow: str | None) -> None:
+        super().__init__(message)
+        self.allow = allow
+
+    def headers(self) -> dict[str, str]:
+        return {"Allow": self.allow} if self.allow else {}
 
 
 class PatternNotFound(RequestProblem):

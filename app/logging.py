@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import sys
@@ -15,6 +16,8 @@ import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.config import Settings
+from app.error_body import error_body, error_json
+from app.errors import GenAIError
 
 _SECRET_KEYS = re.compile(r"authorization|api[-_]?key|secret|password|cookie", re.IGNORECASE)
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -52,10 +55,13 @@ def configure_logging(settings: Settings) -> None:
 
 log = structlog.get_logger("app.request")
 
-_INTERNAL_ERROR = (
-    b'{"error":{"type":"internal_error","message":"The service failed unexpectedly; '
-    b'the request id identifies the log line.","request_id":"%s"}}'
+_INTERNAL_ERROR = GenAIError(
+    "The service failed unexpectedly; the request id identifies the log line."
 )
+
+
+def _internal_error_body(request_id: str) -> bytes:
+    return json.dumps(error_json(error_body(_INTERNAL_ERROR, request_id=request_id))).encode()
 
 
 class RequestContextMiddleware:
@@ -109,9 +115,7 @@ class RequestContextMiddleware:
                         "headers": [(b"content-type", b"application/json")],
                     }
                 )
-                await send(
-                    {"type": "http.response.body", "body": _INTERNAL_ERROR % request_id.encode()}
-                )
+                await send({"type": "http.response.body", "body": _internal_error_body(request_id)})
         finally:
             log.info(
                 "request",

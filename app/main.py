@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import structlog
 from fastapi import FastAPI
@@ -15,10 +15,12 @@ from app.api import completions, health, jobs, keys, patterns, snippets, templat
 from app.api.auth import AuthMiddleware
 from app.api.errors import install_error_handlers
 from app.api.limits import BodyLimitMiddleware
+from app.api.openapi import GatewayAPI
 from app.api.responses import GatewayJSONResponse
 from app.audit.trail import AuditTrail
 from app.auth.authenticator import Authenticator
 from app.auth.banner import announce_first_admin_key, warn_auth_disabled
+from app.catalog.watch import FileWatcher, Owners
 from app.config import Settings, get_settings
 from app.errors import GenAIError
 from app.logging import RequestContextMiddleware, configure_logging
@@ -26,18 +28,6 @@ from app.runtime import build_runtime
 
 log = structlog.get_logger(__name__)
 _KEY_USE_SECONDS = 30.0
-
-
-async def _keep_files_fresh(refreshers: list[Callable[[], bool]], every: float) -> None:
-    """Re-scan pattern and snippet files off the event loop, so edits apply without a restart."""
-    while True:
-        await asyncio.sleep(every)
-        for refresh in refreshers:
-            try:
-                if await asyncio.to_thread(refresh):
-                    log.info("files_reloaded", source=getattr(refresh, "__qualname__", "files"))
-            except OSError as exc:
-                log.warning("files_reload_failed", error=str(exc))
 
 
 async def _save_key_use(authenticator: Authenticator, every: float) -> None:
@@ -81,7 +71,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = await build_runtime(settings)
         app.state.runtime = runtime
-        app.state.service = runtime.service
         first_key = await runtime.authenticator.create_first_admin_key()
         if first_key is not None:
             announce_first_admin_key(first_key)
@@ -90,21 +79,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             log.warning("auth_disabled", hint="unset GENAI_AUTH_DISABLED outside development")
         key_use = asyncio.create_task(_save_key_use(runtime.authenticator, _KEY_USE_SECONDS))
         stale_after = settings.stale_pending_after_seconds
-        await _interrupt_stale_jobs(runtime.service.audit, stale_after)  # before serving
+        await _interrupt_stale_jobs(runtime.audit, stale_after)  # before serving
         stop_stale_checks = asyncio.Event()
         stale_checks = asyncio.create_task(
-            _keep_interrupting_stale_jobs(runtime.service.audit, stale_after, stop_stale_checks)
+            _keep_interrupting_stale_jobs(runtime.audit, stale_after, stop_stale_checks)
         )
-        reloader = None
-        if settings.pattern_reload_seconds > 0:
-            refreshers = [runtime.service.patterns.refresh, runtime.snippets.refresh_files]
-            reloader = asyncio.create_task(
-                _keep_files_fresh(refreshers, settings.pattern_reload_seconds)
+        watcher = None
+        if settings.pattern_reload_seconds > 0:  # pattern and snippet files, one watcher
+            owners = Owners(
+                patterns=runtime.patterns.refresh, snippets=runtime.snippets.refresh_files
             )
+            watcher = FileWatcher(
+                settings.pattern_dir, owners, quiet_seconds=settings.pattern_reload_seconds
+            )
+            watcher.start()
         log.info(
             "service_started",
-            patterns=len(runtime.service.patterns.names()),
-            providers=runtime.service.providers.status(),
+            patterns=len(runtime.patterns.names()),
+            providers=runtime.providers.status(),
             database=runtime.database.safe_url,
         )
         try:
@@ -117,14 +109,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await key_use
             with contextlib.suppress(GenAIError):  # best effort: last-use times are advisory
                 await runtime.authenticator.save_last_use()
-            if reloader is not None:
-                reloader.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reloader
+            if watcher is not None:
+                await watcher.aclose()
             await runtime.aclose()
             log.info("service_stopped")
 
-    app = FastAPI(
+    app = GatewayAPI(
         title="GenAI Service",
         version=__version__,
         summary="A completion gateway with managed prompt patterns and provable provenance.",
@@ -140,6 +130,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             {"name": "health", "description": "Probes and metrics for operators."},
         ],
     )
+    app.auth_enabled = not settings.auth_disabled  # documents 401/403 only when they happen
     install_error_handlers(app)
     # Added first, so it runs inside RequestContextMiddleware: a 413 still has a request id.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)

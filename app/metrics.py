@@ -1,13 +1,62 @@
-"""Prometheus metrics, in a registry owned by each app instance (no global state)."""
+"""Prometheus metrics, in a registry owned by each app instance (no global state).
+
+Under `genai serve --workers N` (N > 1) every worker is its own process: `serve` then sets
+PROMETHEUS_MULTIPROC_DIR before the workers start, prometheus-client keeps each worker's values in
+files there, and `/metrics` answers with the sum over all workers, whichever one is asked.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
+
+MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def multiprocess_dir() -> Path | None:
+    """Where the workers share their values; set (by `serve`) before prometheus-client loads."""
+    value = os.environ.get(MULTIPROC_DIR_ENV)
+    return Path(value) if value else None
+
+
+@contextlib.contextmanager
+def shared_across_workers(workers: int) -> Iterator[Path | None]:
+    """For `serve`, before any worker starts: where the workers share their metric values.
+
+    With several workers, a private empty directory, removed when serving ends. An operator's
+    own PROMETHEUS_MULTIPROC_DIR is kept (prometheus-client chose its mode on loading), emptied
+    of an earlier run's files so they are not summed in. One worker alone keeps its values in
+    memory.
+    """
+    inherited = multiprocess_dir()
+    if inherited is not None:
+        for stale in inherited.glob("*.db"):
+            stale.unlink()
+        yield inherited
+        return
+    if workers <= 1:
+        yield None
+        return
+    path = Path(tempfile.mkdtemp(prefix="genai-metrics-"))  # 0700: this user only
+    os.environ[MULTIPROC_DIR_ENV] = str(path)
+    try:
+        yield path
+    finally:
+        os.environ.pop(MULTIPROC_DIR_ENV, None)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._shared_dir = multiprocess_dir()
         self.completions = Counter(
             "genai_completions_total",
             "Completions by provider and final status.",
@@ -39,6 +88,15 @@ class Metrics:
         )
         self.audit_backlog = Gauge(
             "genai_audit_backlog",
-            "Job completions queued for the store.",
+            "Job completions queued for the store (summed over live workers).",
             registry=self.registry,
+            multiprocess_mode="livesum",
         )
+
+    def exposition(self) -> bytes:
+        """The text format for `/metrics`: this process's values, or every worker's summed."""
+        if self._shared_dir is None:
+            return generate_latest(self.registry)
+        merged = CollectorRegistry()
+        MultiProcessCollector(merged, path=str(self._shared_dir))  # type: ignore[no-untyped-call]
+        return generate_latest(merged)

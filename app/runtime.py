@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 import structlog
 
@@ -15,38 +12,50 @@ from app.audit.trail import AuditTrail
 from app.auth.authenticator import Authenticator
 from app.catalog import PatternCatalog
 from app.catalog.renderer import TemplateRenderer
+from app.catalog.resolver import SourceResolver
 from app.config import Settings
 from app.errors import StoreUnavailable
 from app.metrics import Metrics
+from app.pipeline.prepare import PromptPreparer
 from app.prompts.assembler import PromptAssembler, default_registry
 from app.providers import ProviderRegistry
 from app.providers.retry import RetryPolicy
+from app.readiness import Readiness
 from app.routing.capabilities import CapabilityCatalog
 from app.routing.policy import ModelSelectionPolicy
 from app.schemas import ModelParams
 from app.service import GenAIService
 from app.snippets import SnippetLibrary
-from app.store.db import Database, check_reachable, describe_storage_error
-from app.store.jobs import AuditWriter, JobRepository
+from app.store.db import Database, describe_storage_error
+from app.store.jobs import JobRepository
 from app.store.keys import ApiKeyRepository
 from app.store.secrets import ReplayVault, load_or_create_key
+from app.store.snippets import SnippetRepository
 from app.store.templates import TemplateRepository
+from app.store.writer import AuditWriter
 
 log = structlog.get_logger(__name__)
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
 class Runtime:
+    """Each long-lived component once; routes and commands take the one they need from here."""
+
     settings: Settings
     database: Database
     writer: AuditWriter
     metrics: Metrics
+    patterns: PatternCatalog
+    templates: TemplateRepository
+    snippets: SnippetLibrary
+    renderer: TemplateRenderer
+    providers: ProviderRegistry
+    audit: AuditTrail
+    preparer: PromptPreparer
     service: GenAIService
     replayer: Replayer
-    snippets: SnippetLibrary
+    readiness: Readiness
     authenticator: Authenticator
-    renderer: TemplateRenderer
 
     async def aclose(self) -> None:
         """Drain queued audit writes first: a clean stop loses no record."""
@@ -54,7 +63,7 @@ class Runtime:
             await self.writer.aclose()
         finally:
             self.renderer.close()
-            await self.service.providers.aclose()
+            await self.providers.aclose()
             await self.database.aclose()
 
 
@@ -101,6 +110,7 @@ async def build_runtime(settings: Settings) -> Runtime:
         jobs,
         flush_seconds=settings.audit.flush_seconds,
         batch_size=settings.audit.batch_size,
+        insert_window_seconds=settings.audit.insert_window_seconds,
         stuck_after_seconds=settings.audit.stuck_after_seconds,
         spool_dir=settings.data_dir,
     )
@@ -108,57 +118,75 @@ async def build_runtime(settings: Settings) -> Runtime:
     writer.start()
     patterns = PatternCatalog(roots=settings.pattern_dir, defaults=settings.pattern_defaults)
     templates = TemplateRepository(database.sessions)
-    snippets = SnippetLibrary(sessions=database.sessions, file_roots=list(settings.pattern_dir))
+    snippets = SnippetLibrary(
+        store=SnippetRepository(database.sessions), file_roots=list(settings.pattern_dir)
+    )
     snippets.refresh_files()
     renderer = TemplateRenderer(
         timeout_seconds=settings.render_timeout_seconds,
         max_chars=settings.render_max_chars,
         workers=settings.render_workers,
     )
-    service = GenAIService(
-        patterns=patterns,
-        renderer=renderer,
-        templates=templates,
+    capabilities = CapabilityCatalog.load(settings.capabilities_file)
+    providers = ProviderRegistry.from_settings(settings)
+    preparer = PromptPreparer(
+        resolver=SourceResolver(
+            patterns=patterns,
+            templates=templates,
+            renderer=renderer,
+            on_fallback=lambda role: metrics.template_fallbacks.labels(role).inc(),
+        ),
         snippets=snippets,
         policy=ModelSelectionPolicy.from_settings(settings),
-        capabilities=CapabilityCatalog.load(settings.capabilities_file),
+        capabilities=capabilities,
         assembler=PromptAssembler(default_registry(), settings.task_instructions),
-        providers=ProviderRegistry.from_settings(settings),
-        retry=RetryPolicy(settings.upstream),
-        audit=AuditTrail(jobs=jobs, writer=writer, redactor=redactor, vault=vault),
-        metrics=metrics,
+        supported_params=providers.supported_params,
         default_params=ModelParams(max_tokens=settings.default_max_tokens),
+    )
+    audit = AuditTrail(
+        jobs=jobs, writer=writer, redactor=redactor, vault=vault, mode=settings.audit.mode
+    )
+    service = GenAIService(
+        preparer=preparer,
+        providers=providers,
+        retry=RetryPolicy(settings.upstream),
+        audit=audit,
+        metrics=metrics,
         structured_max_attempts=settings.structured_max_attempts,
     )
     replayer = Replayer(
-        jobs=jobs, writer=writer, service=service, redactor=redactor, vault=vault, metrics=metrics
+        jobs=jobs,
+        writer=writer,
+        preparer=preparer,
+        patterns=patterns,
+        templates=templates,
+        redactor=redactor,
+        vault=vault,
+        metrics=metrics,
+    )
+    readiness = Readiness(
+        patterns=patterns,
+        providers=providers,
+        schema_is_current=database.schema_is_current,
+        store_probe=audit.check_ready,
+        audit_backlog=writer,
+        auth_disabled=settings.auth_disabled,
+        probe_timeout_seconds=settings.database_lock_timeout_seconds,
     )
     return Runtime(
         settings=settings,
         database=database,
         writer=writer,
         metrics=metrics,
+        patterns=patterns,
+        templates=templates,
+        snippets=snippets,
+        renderer=renderer,
+        providers=providers,
+        audit=audit,
+        preparer=preparer,
         service=service,
         replayer=replayer,
-        snippets=snippets,
+        readiness=readiness,
         authenticator=authenticator,
-        renderer=renderer,
     )
-
-
-def run_with_runtime(
-    work: Callable[[Runtime], Awaitable[T]], settings: Settings | None = None
-) -> T:
-    """For the CLI: build the runtime, run one piece of work, close everything."""
-    from app.config import get_settings
-
-    async def main() -> T:
-        resolved = settings or get_settings()
-        await check_reachable(resolved)  # one operator line, not a traceback, when it is down
-        runtime = await build_runtime(resolved)
-        try:
-            return await work(runtime)
-        finally:
-            await runtime.aclose()
-
-    return asyncio.run(main())

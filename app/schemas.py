@@ -16,6 +16,15 @@ JOB_ID = r"^[0-9a-f]{32}$"
 # The characters a model may be written with (`ollama/hf.co/org/model:Q4_K_M`); the policy checks
 # the `provider/name` shape itself, so a misspelt model answers `invalid_model` with the providers.
 MODEL = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,254}$"
+# A snippet label heads its block in the prompt (`PERSONA:`): one UPPER_SNAKE word. The one rule
+# for labels a request composes and labels a pattern's front-matter expects.
+_SNIPPET_LABEL = re.compile(r"[A-Z][A-Z0-9_]*")
+
+
+def is_snippet_label(label: str) -> bool:
+    return _SNIPPET_LABEL.fullmatch(label) is not None
+
+
 # The largest value a 32-bit INTEGER column (template versions and ids) holds.
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
@@ -271,15 +280,39 @@ class PatternDetail(PatternSummary):
     params: ModelParams
 
 
+class FieldProblem(BaseModel):
+    """One reason a request failed validation (its input is left out: it may hold secrets)."""
+
+    model_config = ConfigDict(frozen=True)
+    loc: list[str | int] = Field(description="Where: body, query or path, then the field path.")
+    msg: str
+    type: str = Field(description="pydantic's error code, e.g. missing or string_too_long.")
+
+
 class ErrorInfo(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    type: str
-    message: str
+    """What went wrong. Errors add their own details (pattern, missing, provider, retry_after…)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    type: str = Field(description="Stable code to branch on, e.g. missing_variables.")
+    message: str = Field(description="What happened and what to do about it, for a person.")
+    request_id: str | None = Field(
+        default=None, description="The X-Request-ID of the answer, to find its log line."
+    )
+    job_id: str | None = Field(
+        default=None, description="The audit record of the failed job (GET /v1/jobs/{job_id})."
+    )
+    errors: list[FieldProblem] | None = Field(
+        default=None, description="invalid_request only: every field that failed validation."
+    )
 
 
 class ErrorBody(BaseModel):
-    """Every error answer: `{"error": {"type", "message", ...details}}`."""
+    """Every error answer, from the API and the CLI: `{"error": {"type", "message", ...}}`.
 
+    Built by `app.error_body.error_body`; fields that do not apply are left out, not null.
+    """
+
+    model_config = ConfigDict(frozen=True)
     error: ErrorInfo
 
 
@@ -344,7 +377,6 @@ class JobRecord(_Frozen):
     template_id: int | None
     template_role: str | None
     template_version: int | None
-    template_sha256: str
     pattern_content_hash: str
     variables_hash: str
     user_prompt_hash: str

@@ -26,6 +26,7 @@ from typing import Any
 from app.audit.redaction import Redactor
 from app.audit.trail import AuditTrail, OpenJob, redact_prompt
 from app.config import AuditSettings, Settings
+from app.pipeline.prepare import Prepared as PreparedPrompt
 from app.providers import ProviderReply
 from app.runtime import Runtime, build_runtime
 from app.schemas import (
@@ -58,13 +59,13 @@ class Prepared:
     """One job's inputs: the request, and what the service's own pipeline built from it."""
 
     request: RenderRequest
-    built: Any  # GenAIService's prepared record: source, prompt, choice, params, provenance...
+    built: PreparedPrompt  # the PromptPreparer's record: source, prompt, choice, params...
 
 
 class Inputs:
     """Builds what `AuditTrail.start` receives with the service's own pipeline.
 
-    A runtime is built on the same database only for its `GenAIService`, whose `_prepare`
+    A runtime is built on the same database only for its `PromptPreparer`, whose `prepare`
     renders the pattern, picks the model and params and fingerprints the provenance exactly
     as a completion would; its own audit pieces stay idle.
     """
@@ -97,7 +98,7 @@ class Inputs:
             user_prompt=f"{USER_PROMPT} Ref {i:06d}.",
             model=MODEL,
         )
-        return Prepared(request, await self.runtime.service._prepare(request))
+        return Prepared(request, await self.runtime.preparer.prepare(request))
 
     async def aclose(self) -> None:
         await self.runtime.aclose()

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from click.testing import Result
 from fastapi import FastAPI
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from app.auth import Scope
 from app.cli import cli
@@ -50,7 +49,7 @@ def settings_for(fake: FakeProviderServer | None, **overrides: Any) -> Settings:
         # Port 9 (discard) on loopback: nothing listens, so a call fails fast.
         "ollama": OllamaSettings(host=fake.base_url if fake else "http://127.0.0.1:9"),
     }
-    return Settings(_env_file=None, **{**base, **overrides})  # type: ignore[call-arg]
+    return Settings(_env_file=None, **{**base, **overrides})
 
 
 @contextlib.asynccontextmanager

@@ -159,7 +159,7 @@ async def test_missing_variables_are_422_with_every_name(
     ],
 )
 async def test_invalid_request_is_422_invalid_request(
-    client: httpx.AsyncClient, body: dict
+    client: httpx.AsyncClient, body: dict[str, object]
 ) -> None:
     resp = await client.post("/v1/completions", json=body)
     assert resp.status_code == 422

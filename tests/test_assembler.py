@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.prompts.assembler import (
+    AdapterInstructionFactory,
     AdapterInstructionRegistry,
     InstructionContext,
     PromptAssembler,
@@ -19,7 +20,7 @@ from app.prompts.assembler import (
 from app.routing.capabilities import Capabilities
 from app.schemas import Message
 
-SCHEMA = {
+SCHEMA: dict[str, object] = {
     "type": "object",
     "required": ["name"],
     "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
@@ -56,7 +57,7 @@ def context(
     )
 
 
-def constant(text: str | None):
+def constant(text: str | None) -> AdapterInstructionFactory:
     return lambda _context: text
 
 
@@ -117,7 +118,7 @@ def test_assemble_text_returns_system_and_the_untouched_user_text() -> None:
 
 
 section_text = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40
+    alphabet=st.characters(exclude_categories=["Cs"]), min_size=1, max_size=40
 ).filter(lambda text: text.strip())
 
 
@@ -182,7 +183,11 @@ def test_factory_returning_nothing_adds_no_section(nothing: str | None) -> None:
 def test_factories_receive_the_instruction_context() -> None:
     seen: list[InstructionContext] = []
     registry = AdapterInstructionRegistry()
-    registry.register("*", "*", lambda ctx: seen.append(ctx) or None)
+
+    def record(ctx: InstructionContext) -> None:
+        seen.append(ctx)
+
+    registry.register("*", "*", record)
     ctx = context(provider="ollama", schema=SCHEMA)
     registry.instructions(ctx)
     assert seen == [ctx]
@@ -307,7 +312,7 @@ def test_with_system_prompt_support_nothing_is_folded() -> None:
 def test_folding_changes_only_the_first_user_message(
     turns: list[tuple[str, str]], user: str
 ) -> None:
-    examples = tuple(Message(role=role, content=content) for role, content in turns)  # type: ignore[arg-type]
+    examples = tuple(Message(role=role, content=content) for role, content in turns)
     plain = PromptAssembler(AdapterInstructionRegistry()).assemble(
         task(examples=examples, user=user), context()
     )

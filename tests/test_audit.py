@@ -14,15 +14,18 @@ import httpx
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
+from starlette.types import Message
 from structlog.testing import capture_logs
 
 from app.audit.redaction import Redactor
 from app.audit.trail import AuditTrail, OpenJob
 from app.config import AuditSettings
+from app.prompts.structured import Attempt
 from app.providers import ProviderReply
-from app.schemas import Usage
+from app.schemas import Usage, ValidationIssues
 from app.store.db import Database
-from app.store.jobs import AuditWriter, JobRepository
+from app.store.jobs import JobRepository
+from app.store.writer import AuditWriter
 from tests.fakes.provider_server import FakeProviderServer, Reply
 from tests.support import running_app, serve_app, settings_for
 
@@ -102,7 +105,7 @@ async def test_every_completion_leaves_exactly_one_completed_record(
     assert record["request_id"] == "req-audit-1"
     assert (record["source_kind"], record["source_name"]) == ("pattern", "note")
     prov = envelope["provenance"]
-    assert record["template_sha256"] == prov["pattern_content_hash"]
+    assert "template_sha256" not in record  # one source hash: pattern_content_hash (0004)
     for name in ("pattern_content_hash", "variables_hash", "user_prompt_hash"):
         assert record[name] == prov[name]
     assert (record["provider"], record["model"]) == ("ollama", "m")
@@ -197,9 +200,9 @@ async def test_a_client_that_disconnects_leaves_a_cancelled_record(
                 (b"authorization", http.headers["authorization"].encode()),
             ],
         }
-        sent: list[dict[str, Any]] = []
+        sent: list[Message] = []
 
-        async def send(message: dict[str, Any]) -> None:
+        async def send(message: Message) -> None:
             sent.append(message)
 
         request = asyncio.create_task(app(scope, inbox.get, send))
@@ -463,7 +466,7 @@ async def test_migrations_match_the_table_definitions(database_url: str) -> None
     assert await database.schema_is_current()
 
     def diff(connection: Any) -> list[Any]:
-        return compare_metadata(MigrationContext.configure(connection), Base.metadata)
+        return list(compare_metadata(MigrationContext.configure(connection), Base.metadata))
 
     async with database.engine.connect() as conn:
         assert await conn.run_sync(diff) == []
@@ -508,7 +511,7 @@ async def test_every_field_of_a_completion_is_made_storable_lone_surrogates_incl
         finish_reason="stop",
         usage=Usage(input_tokens=1, output_tokens=2, total_tokens=3),
     )
-    attempts = [{"attempt": 1, "response": "x\udc00", "issues": {"unknown": ["$.k\x00ey"]}}]
+    attempts = [Attempt(1, False, ValidationIssues(unknown=["$.k\x00ey"]), "x\udc00")]
     await trail.completed(
         OpenJob("j1", {}), reply, latency_ms=1.0, upstream_ms=0.5, attempts=attempts
     )
@@ -592,3 +595,104 @@ async def test_a_stop_with_the_store_down_spools_and_the_next_start_writes_it(
         record = (await http.get(f"/v1/jobs/{job_id}")).json()
     assert record["status"] == "completed"
     assert list(settings.data_dir.glob("audit-spool-*")) == []
+
+
+# --- GENAI_AUDIT__MODE=with-call ---------------------------------------------------------------
+
+
+async def test_with_call_mode_returns_the_answer_only_once_its_record_is_durable(
+    fake: FakeProviderServer, database_url: str, pattern_root: Path, tmp_path: Path
+) -> None:
+    fake.script("openai", Reply.ok(text="the answer"))
+    settings = audit_settings(
+        fake, database_url, pattern_root, tmp_path, audit=AuditSettings(mode="with-call")
+    )
+    async with serve_app(settings) as http:
+        resp = await http.post("/v1/completions", json=NOTE_REQUEST)
+        assert resp.status_code == 200, resp.text
+        job_id = resp.json()["job_id"]
+        rows_when_answered = await job_rows(database_url)  # before any reader flushes anything
+        record = (await http.get(f"/v1/jobs/{job_id}")).json()
+    assert [row["id"] for row in rows_when_answered] == [job_id]
+    assert record["status"] == "completed" and record["response_redacted"] == "the answer"
+
+
+async def test_with_call_mode_withholds_the_answer_when_the_record_cannot_be_stored(
+    fake: FakeProviderServer, database_url: str, pattern_root: Path, tmp_path: Path
+) -> None:
+    fake.script("openai", Reply.ok(text="an answer nobody may see"))
+    settings = audit_settings(
+        fake, database_url, pattern_root, tmp_path, audit=AuditSettings(mode="with-call")
+    )
+    engine = create_async_engine(database_url)
+    async with serve_app(settings) as http:
+        async with engine.begin() as conn:
+            await conn.execute(text("ALTER TABLE jobs RENAME TO jobs_away"))
+        resp = await http.post("/v1/completions", json=NOTE_REQUEST)
+        async with engine.begin() as conn:
+            await conn.execute(text("ALTER TABLE jobs_away RENAME TO jobs"))
+    await engine.dispose()
+    assert resp.status_code == 503
+    assert resp.json()["error"]["type"] == "store_unavailable"
+    assert "answer is withheld" in resp.json()["error"]["message"]
+    assert "an answer nobody may see" not in resp.text
+    assert len(fake.requests) == 1  # called concurrently with the write, as the mode says
+    assert await job_rows(database_url) == []
+
+
+async def test_before_call_mode_calls_nothing_when_the_record_cannot_be_stored(
+    fake: FakeProviderServer, database_url: str, pattern_root: Path, tmp_path: Path
+) -> None:
+    settings = audit_settings(fake, database_url, pattern_root, tmp_path)
+    engine = create_async_engine(database_url)
+    async with serve_app(settings) as http:
+        async with engine.begin() as conn:
+            await conn.execute(text("ALTER TABLE jobs RENAME TO jobs_away"))
+        responses = await asyncio.gather(
+            *(http.post("/v1/completions", json=NOTE_REQUEST) for _ in range(5))
+        )
+        async with engine.begin() as conn:
+            await conn.execute(text("ALTER TABLE jobs_away RENAME TO jobs"))
+    await engine.dispose()
+    assert [r.status_code for r in responses] == [503] * 5
+    assert {r.json()["error"]["type"] for r in responses} == {"store_unavailable"}
+    assert fake.requests == []
+
+
+# --- migration 0004: one source hash ------------------------------------------------------------
+
+
+async def test_migration_0004_merges_the_hash_columns_up_and_down_keeping_the_data(
+    database_url: str,
+) -> None:
+    database = Database(database_url)
+    await database.migrate("0003")
+    columns = (
+        "id, status, source_kind, source_name, source_base_path, template_sha256, "
+        "pattern_content_hash, variables_hash, user_prompt_hash, provider, model, params, "
+        "prompt_redacted, redaction_map, snippet_ids, created_at"
+    )
+    async with database.engine.begin() as conn:
+        await conn.execute(
+            text(
+                f"INSERT INTO jobs ({columns}) VALUES ('j1', 'completed', 'pattern', 'note', "
+                "'patterns', 'sha256:aa', 'sha256:aa', 'sha256:v', 'sha256:u', 'openai', 'm', "
+                "'{}', '{}', '{}', '[]', CURRENT_TIMESTAMP)"
+            )
+        )
+    await database.migrate()
+    async with database.engine.connect() as conn:
+        after_up = dict((await conn.execute(text("SELECT * FROM jobs"))).one()._mapping)
+    await database.downgrade("0003")
+    async with database.engine.connect() as conn:
+        row = (
+            await conn.execute(text("SELECT template_sha256, pattern_content_hash FROM jobs"))
+        ).one()
+    await database.migrate()
+    assert await database.schema_is_current()
+    stored = await JobRepository(database.sessions).get("j1")
+    await database.aclose()
+    assert "template_sha256" not in after_up
+    assert (after_up["pattern_content_hash"], after_up["status"]) == ("sha256:aa", "completed")
+    assert tuple(row) == ("sha256:aa", "sha256:aa")
+    assert stored is not None and stored.pattern_content_hash == "sha256:aa"

@@ -249,3 +249,39 @@ def test_every_shipped_model_pattern_yields_valid_capabilities(
     expected = {**entry["defaults"], **entry["models"][pattern]}
     for key, value in expected.items():
         assert getattr(caps, key) == value, (provider, pattern, key)
+
+
+# --- shortfalls ---------------------------------------------------------------------------
+
+
+def test_a_capable_model_has_no_shortfalls(catalog: CapabilityCatalog) -> None:
+    assert catalog.shortfalls("openai", "gpt-4o-mini", max_tokens=100, prompt_chars=400) == []
+
+
+def test_shortfalls_name_each_missing_requirement_in_words(tmp_path: Path) -> None:
+    path = user_file(
+        tmp_path,
+        "providers:\n  acme:\n    defaults: {supports_structured_output: false, "
+        "supports_tools: false, supports_streaming: true}\n",
+    )
+    catalog = CapabilityCatalog.load(path)
+    found = catalog.shortfalls("acme", "m", requires=["structured_output", "tools", "streaming"])
+    assert found == ["no structured output support", "no tools support"]
+
+
+def test_shortfalls_compare_max_tokens_with_the_output_limit(tmp_path: Path) -> None:
+    path = user_file(tmp_path, "providers:\n  acme:\n    defaults: {output_tokens: 1000}\n")
+    found = CapabilityCatalog.load(path).shortfalls("acme", "m", max_tokens=1001)
+    assert found == ["max_tokens 1001 exceeds its output limit 1000"]
+
+
+def test_shortfalls_estimate_the_prompt_plus_answer_against_the_context(tmp_path: Path) -> None:
+    path = user_file(
+        tmp_path, "providers:\n  acme:\n    defaults: {context_tokens: 1000, output_tokens: 500}\n"
+    )
+    catalog = CapabilityCatalog.load(path)
+    # About four characters a token: 3,600 characters are ~900 tokens, plus 100 to answer.
+    assert catalog.shortfalls("acme", "m", max_tokens=100, prompt_chars=3600) == []
+    assert catalog.shortfalls("acme", "m", max_tokens=101, prompt_chars=3600) == [
+        "~1001 tokens exceed its context of 1000"
+    ]

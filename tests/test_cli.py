@@ -49,8 +49,6 @@ def root(tmp_path: Path, cli_env: Callable[..., None]) -> Path:
     return pattern_root
 
 
-
-
 def write(root: Path, name: str, text: str) -> None:
     path = root / f"{name}.md"
     path.parent.mkdir(parents=True, exist_ok=True)

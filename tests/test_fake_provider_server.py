@@ -64,7 +64,9 @@ async def _call_anthropic(
 ) -> anthropic.types.Message:
     async with _anthropic(fake, client_timeout) as client:
         return await client.messages.create(
-            model="claude-test", max_tokens=64, system=SYSTEM,
+            model="claude-test",
+            max_tokens=64,
+            system=SYSTEM,
             messages=[{"role": "user", "content": "hi"}],
         )
 
@@ -72,9 +74,11 @@ async def _call_anthropic(
 async def _call_ollama(
     fake: FakeProviderServer, client_timeout: float = 5.0
 ) -> ollama.ChatResponse:
-    async with _ollama(fake, client_timeout) as client:
+    client = _ollama(fake, client_timeout)  # its __aenter__ is untyped: keep the typed name
+    async with client:
         return await client.chat(
-            model="llama-test", stream=False,
+            model="llama-test",
+            stream=False,
             messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": "hi"}],
         )
 
@@ -111,6 +115,7 @@ async def test_anthropic_success_parses(fake: FakeProviderServer) -> None:
     assert msg.stop_reason == "max_tokens"
     assert (msg.usage.input_tokens, msg.usage.output_tokens) == (11, 3)
     msg = await _call_anthropic(fake)  # queue exhausted -> default success
+    assert msg.content[0].type == "text"
     assert msg.content[0].text == "echo: hi"
     assert msg.stop_reason == "end_turn"
     req = fake.calls("anthropic")[0]

@@ -348,4 +348,4 @@ def test_provenance_rejects_extra_fields() -> None:
     }
     Provenance(**fields)  # the same fields without the extra one are accepted
     with pytest.raises(ValidationError, match="extra"):
-        Provenance(**fields, smuggled="value")
+        Provenance.model_validate({**fields, "smuggled": "value"})

@@ -14,12 +14,13 @@ from structlog.testing import capture_logs
 
 from app.catalog import PatternCatalog
 from app.errors import InvalidSnippetLabels, SnippetExists, SnippetNotFound
-from app.schemas import SnippetIn
+from app.schemas import Snippet, SnippetIn
 from app.snippets import SnippetLibrary
 from app.snippets import files as snippet_files
 from app.snippets.fields import has_tag, normalise_tags
 from app.snippets.files import FileSnippets
 from app.store.db import Database
+from app.store.snippets import SnippetRepository
 from app.store.tables import SnippetRow
 from tests.fakes.provider_server import FakeProviderServer
 from tests.support import SHIPPED_PATTERNS, serve_app, settings_for
@@ -73,7 +74,7 @@ async def sqlite(tmp_path: Path) -> AsyncIterator[Database]:
 
 
 def library_on(db: Database, root: Path) -> SnippetLibrary:
-    return SnippetLibrary(sessions=db.sessions, file_roots=[root])
+    return SnippetLibrary(store=SnippetRepository(db.sessions), file_roots=[root])
 
 
 # --- file snippets ----------------------------------------------------------------------------
@@ -164,7 +165,12 @@ def test_refresh_files_picks_up_edits_additions_and_removals(
     assert files.refresh() is True
     reads: list[str] = []
     load = snippet_files._load
-    monkeypatch.setattr(snippet_files, "_load", lambda p: reads.append(p.stem) or load(p))
+
+    def counted_load(path: Path) -> Snippet | None:
+        reads.append(path.stem)
+        return load(path)
+
+    monkeypatch.setattr(snippet_files, "_load", counted_load)
     assert files.refresh() is False
     assert reads == []  # unchanged (mtime, size, inode): not re-read
 
@@ -463,8 +469,6 @@ def cli_db(tmp_path: Path, cli_env: Callable[..., None], database_url: str) -> P
         GENAI_PATTERN_DIR=str(pattern_root),
     )
     return tmp_path
-
-
 
 
 def test_cli_create_list_show_and_delete(cli_db: Path) -> None:

@@ -277,7 +277,7 @@ def test_repair_feedback_keeps_non_ascii_readable() -> None:
 # --- property: anything that satisfies the schema round-trips -----------------------------
 
 
-SIMPLE = {
+SIMPLE: dict[str, Any] = {
     "type": "object",
     "required": ["id", "title", "done"],
     "additionalProperties": False,

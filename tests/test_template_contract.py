@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.catalog.templates import render_template_version, template_checksum
+from app.catalog.templates import render_template_version
 from app.errors import VariableContractViolation
 from app.schemas import TemplateVersion
+from app.tracking import template_checksum
 
 # Jinja keywords and globals are not variable names.
 RESERVED = {

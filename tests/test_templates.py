@@ -42,7 +42,8 @@ async def create(http: httpx.AsyncClient, **fields: Any) -> httpx.Response:
 async def created(http: httpx.AsyncClient, **fields: Any) -> dict[str, Any]:
     resp = await create(http, **fields)
     assert resp.status_code == 201, resp.text
-    return resp.json()
+    body: dict[str, Any] = resp.json()
+    return body
 
 
 async def get_version(
@@ -50,7 +51,8 @@ async def get_version(
 ) -> dict[str, Any]:
     resp = await http.get(f"/v1/templates/{name}/{role}/versions/{version}")
     assert resp.status_code == 200, resp.text
-    return resp.json()
+    body: dict[str, Any] = resp.json()
+    return body
 
 
 async def activate(
@@ -335,7 +337,7 @@ async def test_completion_by_reference_sends_the_rendered_text_as_system_prompt(
     job = (await http.get(f"/v1/jobs/{envelope['job_id']}")).json()
     assert (job["source_kind"], job["template_id"]) == ("template", used["id"])
     assert (job["template_role"], job["template_version"]) == ("writer", used["version"])
-    assert job["template_sha256"] == used["checksum"]
+    assert job["pattern_content_hash"] == used["checksum"]
 
 
 # --- the strict variable contract -------------------------------------------------------------
@@ -510,8 +512,6 @@ def cli_db(tmp_path: Path, cli_env: Callable[..., None], database_url: str) -> P
         GENAI_PATTERN_DIR=str(pattern_root),
     )
     return tmp_path
-
-
 
 
 def test_cli_db_upgrade_migrates_the_configured_database(cli_db: Path) -> None:

@@ -12,9 +12,13 @@ from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.audit.replay import Replayer
+from app.audit.trail import AuditTrail
 from app.auth.authenticator import Authenticator, Principal
 from app.auth.keys import Scope
+from app.catalog import PatternCatalog
 from app.catalog.renderer import TemplateRenderer
+from app.metrics import Metrics
+from app.readiness import AuditBacklog, Readiness
 from app.runtime import Runtime
 from app.service import GenAIService
 from app.snippets import SnippetLibrary
@@ -25,10 +29,6 @@ def _runtime(request: Request) -> Runtime:
     return cast(Runtime, request.app.state.runtime)
 
 
-async def get_runtime(request: Request) -> Runtime:
-    return _runtime(request)
-
-
 async def get_service(request: Request) -> GenAIService:
     return _runtime(request).service
 
@@ -37,8 +37,16 @@ async def get_replayer(request: Request) -> Replayer:
     return _runtime(request).replayer
 
 
+async def get_audit_trail(request: Request) -> AuditTrail:
+    return _runtime(request).audit
+
+
+async def get_catalog(request: Request) -> PatternCatalog:
+    return _runtime(request).patterns
+
+
 async def get_templates(request: Request) -> TemplateRepository:
-    return _runtime(request).service.templates
+    return _runtime(request).templates
 
 
 async def get_snippets(request: Request) -> SnippetLibrary:
@@ -77,17 +85,33 @@ async def get_renderer(request: Request) -> TemplateRenderer:
     return _runtime(request).renderer
 
 
+async def get_readiness(request: Request) -> Readiness:
+    return _runtime(request).readiness
+
+
+async def get_metrics(request: Request) -> Metrics:
+    return _runtime(request).metrics
+
+
+async def get_audit_backlog(request: Request) -> AuditBacklog:
+    return _runtime(request).writer
+
+
 async def get_request_id(request: Request) -> str | None:
     return cast(str | None, request.scope.get("state", {}).get("request_id"))
 
 
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 ServiceDep = Annotated[GenAIService, Depends(get_service)]
 ReplayerDep = Annotated[Replayer, Depends(get_replayer)]
+AuditTrailDep = Annotated[AuditTrail, Depends(get_audit_trail)]
+CatalogDep = Annotated[PatternCatalog, Depends(get_catalog)]
 TemplatesDep = Annotated[TemplateRepository, Depends(get_templates)]
 SnippetsDep = Annotated[SnippetLibrary, Depends(get_snippets)]
 RequestIdDep = Annotated[str | None, Depends(get_request_id)]
 AuthenticatorDep = Annotated[Authenticator, Depends(get_authenticator)]
 RendererDep = Annotated[TemplateRenderer, Depends(get_renderer)]
+ReadinessDep = Annotated[Readiness, Depends(get_readiness)]
+MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+AuditBacklogDep = Annotated[AuditBacklog, Depends(get_audit_backlog)]
 CanComplete = require(Scope.complete)
 IsAdmin = require(Scope.admin)

@@ -1,4 +1,4 @@
-"""The one place where errors become HTTP: `{"error": {"type", "message", ...details}}`."""
+"""The one place where errors become HTTP: every refusal is one of ours, answered with its body."""
 
 from __future__ import annotations
 
@@ -11,34 +11,31 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from app.errors import GenAIError, StoreUnavailable
-from app.schemas import ErrorBody
+from app.error_body import error_body, error_json
+from app.errors import (
+    GenAIError,
+    InvalidRequest,
+    MethodNotAllowed,
+    PayloadTooLarge,
+    RequestProblem,
+    RouteNotFound,
+    StoreUnavailable,
+)
+from app.schemas import ErrorBody, FieldProblem
 from app.store.db import describe_storage_error
 
-_HTTP_TYPES = {
-    400: "bad_request",  # a body that cannot be parsed at all (invalid UTF-8, absurd nesting)
-    404: "not_found",
-    405: "method_not_allowed",
-    413: "payload_too_large",
-}
 log = structlog.get_logger(__name__)
 
 
-def error_response(
-    request: Request, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+def genai_error_response(
+    request: Request, exc: GenAIError, *, status: int | None = None
 ) -> JSONResponse:
-    request_id = request.scope.get("state", {}).get("request_id")
-    if request_id:
-        body = {**body, "request_id": request_id}
-    return JSONResponse({"error": body}, status_code=status, headers=headers)
-
-
-def genai_error_response(request: Request, exc: GenAIError) -> JSONResponse:
     """The answer for one of our errors (also used by middleware that answers on its own)."""
-    body = {"type": exc.error_type, "message": exc.message, **exc.details()}
-    if exc.job_id is not None:
-        body["job_id"] = exc.job_id
-    return error_response(request, exc.status_code, body, exc.headers() or None)
+    request_id = request.scope.get("state", {}).get("request_id")
+    body = error_body(exc, request_id=request_id)
+    return JSONResponse(
+        error_json(body), status_code=status or exc.status_code, headers=exc.headers() or None
+    )
 
 
 async def _genai_error(request: Request, exc: Exception) -> JSONResponse:
@@ -53,16 +50,10 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     # Inputs are left out on purpose: they may hold personal data or secrets.
     problems = [
-        {"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")}
+        FieldProblem(loc=list(err.get("loc", ())), msg=err.get("msg", ""), type=err.get("type", ""))
         for err in exc.errors()
     ]
-    summary = "; ".join(f"{'.'.join(map(str, p['loc']))}: {p['msg']}" for p in problems[:5])
-    body = {
-        "type": "invalid_request",
-        "message": f"The request is invalid: {summary}",
-        "errors": problems,
-    }
-    return error_response(request, 422, body)
+    return genai_error_response(request, InvalidRequest(problems))
 
 
 def _unreadable_body(cause: BaseException | None) -> str | None:
@@ -77,12 +68,21 @@ def _unreadable_body(cause: BaseException | None) -> str | None:
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    """Starlette's own refusals (unknown path, wrong method, unreadable or oversized body)."""
     assert isinstance(exc, HTTPException)
     message = str(exc.detail)
-    if exc.status_code == 400:
-        message = _unreadable_body(exc.__cause__) or message
-    body = {"type": _HTTP_TYPES.get(exc.status_code, "http_error"), "message": message}
-    return error_response(request, exc.status_code, body, dict(exc.headers or {}) or None)
+    error: GenAIError
+    if exc.status_code == 404:
+        error = RouteNotFound(message)
+    elif exc.status_code == 405:
+        error = MethodNotAllowed(message, allow=(exc.headers or {}).get("Allow"))
+    elif exc.status_code == 413:
+        error = PayloadTooLarge(message)
+    elif exc.status_code == 400:
+        error = RequestProblem(_unreadable_body(exc.__cause__) or message)
+    else:  # none is raised today; keep the status, say it in our shape
+        error = RequestProblem(message)
+    return genai_error_response(request, error, status=exc.status_code)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
-from app.api.deps import IsAdmin, ReplayerDep, ServiceDep
+from app.api.deps import AuditTrailDep, IsAdmin, ReplayerDep
 from app.api.errors import error_responses
 from app.api.params import JobIdPath
 from app.schemas import DriftReport, JobRecord, ReplayResult
@@ -18,8 +18,8 @@ router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[IsAdmin])
     summary="The stored (redacted) audit record of one completion",
     responses=error_responses(404),
 )
-async def get_job(job_id: JobIdPath, service: ServiceDep) -> JobRecord:
-    return await service.audit.get(job_id)
+async def get_job(job_id: JobIdPath, trail: AuditTrailDep) -> JobRecord:
+    return await trail.get(job_id)
 
 
 @router.post(

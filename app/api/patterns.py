@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from app.api.deps import CanComplete, ServiceDep
+from app.api.deps import CanComplete, CatalogDep, RendererDep
 from app.api.errors import error_responses
-from app.catalog import Pattern
+from app.catalog import PatternInfo
 from app.schemas import PatternDetail, PatternSummary
 
 router = APIRouter(prefix="/v1/patterns", tags=["patterns"], dependencies=[CanComplete])
@@ -17,7 +19,7 @@ class PatternList(BaseModel):
     patterns: list[PatternSummary]
 
 
-def _summary(pattern: Pattern) -> dict[str, object]:
+def _summary(pattern: PatternInfo) -> dict[str, object]:
     meta = pattern.meta
     return {
         "name": pattern.name,
@@ -29,9 +31,9 @@ def _summary(pattern: Pattern) -> dict[str, object]:
 
 
 @router.get("", operation_id="listPatterns", summary="List the loadable patterns")
-async def list_patterns(service: ServiceDep) -> PatternList:
+async def list_patterns(catalog: CatalogDep) -> PatternList:
     return PatternList(
-        patterns=[PatternSummary.model_validate(_summary(p)) for p in service.patterns.loadable()]
+        patterns=[PatternSummary.model_validate(_summary(p)) for p in catalog.loadable()]
     )
 
 
@@ -41,8 +43,9 @@ async def list_patterns(service: ServiceDep) -> PatternList:
     summary="One pattern's metadata, variables, defaults and content hash",
     responses=error_responses(404, 422),
 )
-async def get_pattern(name: str, service: ServiceDep) -> PatternDetail:
-    pattern = service.patterns.get(name)
+async def get_pattern(name: str, catalog: CatalogDep, renderer: RendererDep) -> PatternDetail:
+    # The first look at a pattern compiles it: a render thread's work, not the event loop's.
+    pattern = await renderer.run(name, functools.partial(catalog.get, name))
     documented = pattern.meta.variables or {}
     return PatternDetail.model_validate(
         {

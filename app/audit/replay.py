@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
 from app.audit.redaction import Redactor
 from app.audit.trail import redact_prompt
-from app.catalog.templates import FALLBACK_SHA256, template_checksum
+from app.catalog import PatternCatalog
+from app.catalog.templates import FALLBACK_SHA256
 from app.errors import GenAIError, JobNotFound, ReplayUnavailable
 from app.metrics import Metrics
+from app.pipeline.prepare import PromptPreparer
 from app.schemas import (
     DriftFinding,
     DriftReport,
@@ -21,14 +23,13 @@ from app.schemas import (
     ReplayResult,
     TemplateRef,
 )
-from app.store.jobs import AuditWriter, JobRepository
+from app.store.jobs import JobRepository
+from app.store.records import SourceUse, StoredJob
 from app.store.secrets import ReplayVault, VaultError
-from app.store.tables import Job
-from app.tracking import canonical_json, sha256_hex, user_prompt_hash
+from app.store.templates import TemplateRepository
+from app.store.writer import AuditWriter
+from app.tracking import canonical_json, sha256_hex, template_checksum, user_prompt_hash
 from app.tracking import variables_hash as hash_variables
-
-if TYPE_CHECKING:
-    from app.service import GenAIService
 
 log = structlog.get_logger(__name__)
 
@@ -38,24 +39,30 @@ def _prompt_hash(stored_form: Any) -> str:
 
 
 class Replayer:
+    """Rebuilds prompts with the same PromptPreparer completions use; compares against sources."""
+
     def __init__(
         self,
         *,
         jobs: JobRepository,
         writer: AuditWriter,
-        service: GenAIService,
+        preparer: PromptPreparer,
+        patterns: PatternCatalog,
+        templates: TemplateRepository,
         redactor: Redactor,
         vault: ReplayVault | None,
         metrics: Metrics,
     ) -> None:
         self.jobs = jobs
         self.writer = writer
-        self.service = service
+        self.preparer = preparer
+        self.patterns = patterns
+        self.templates = templates
         self.redactor = redactor
         self.vault = vault
         self.metrics = metrics
 
-    async def _job(self, job_id: str) -> Job:
+    async def _job(self, job_id: str) -> StoredJob:
         await self.writer.catch_up()
         job = await self.jobs.get(job_id)
         if job is None:
@@ -64,45 +71,41 @@ class Replayer:
 
     async def _see_files_now(self) -> None:
         """Re-scan pattern files once (off the event loop) before comparing against them."""
-        await asyncio.to_thread(self.service.patterns.refresh)
+        await asyncio.to_thread(self.patterns.refresh)
 
-    async def current_source_hash(self, job: Job) -> str | None:
+    async def current_source_hash(self, job: StoredJob | SourceUse) -> str | None:
         """The hash of the job's source as last scanned; None if it is gone or no longer loads."""
         if job.source_kind == "pattern":
             owner = next(
-                (
-                    lib
-                    for lib in self.service.patterns.libraries
-                    if lib.base_path == job.source_base_path
-                ),
+                (lib for lib in self.patterns.libraries if lib.base_path == job.source_base_path),
                 None,
             )
             if owner is None:
                 return None
             try:
-                return owner.get(job.source_name).content_hash
+                return owner.info(job.source_name).content_hash  # no compile needed
             except GenAIError:
                 return None
         if job.source_kind == "template" and job.template_id is not None:
-            version = await self.service.templates.get_by_id(job.template_id)
+            version = await self.templates.get_by_id(job.template_id)
             return template_checksum(version.template) if version else None
         return FALLBACK_SHA256
 
-    async def detect_template_drift(self, job: Job) -> DriftFinding | None:
+    async def detect_template_drift(self, job: StoredJob) -> DriftFinding | None:
         """Drift: the source a job used no longer hashes to what the job recorded."""
         await self._see_files_now()
         return await self._drift(job)
 
-    async def _drift(self, job: Job) -> DriftFinding | None:
+    async def _drift(self, job: StoredJob | SourceUse) -> DriftFinding | None:
         current = await self.current_source_hash(job)
-        if current == job.template_sha256:
+        if current == job.pattern_content_hash:
             return None
         self.metrics.drift_detections.labels(job.source_kind).inc()
         return DriftFinding(
             source_kind=job.source_kind,
             source_name=job.source_name,
             template_version=job.template_version,
-            recorded_sha256=job.template_sha256,
+            recorded_sha256=job.pattern_content_hash,
             current_sha256=current,
             jobs=1,
             reason="the source no longer exists or no longer loads"
@@ -116,21 +119,13 @@ class Replayer:
         await self._see_files_now()
         findings = []
         sources = await self.jobs.sources(limit)
-        for kind, name, base_path, template_id, version, recorded, count in sources:
-            probe = Job(
-                source_kind=kind,
-                source_name=name,
-                source_base_path=base_path,
-                template_id=template_id,
-                template_version=version,
-                template_sha256=recorded,
-            )
-            finding = await self._drift(probe)
+        for use in sources:
+            finding = await self._drift(use)
             if finding is not None:
-                findings.append(finding.model_copy(update={"jobs": count}))
+                findings.append(finding.model_copy(update={"jobs": use.jobs}))
         return DriftReport(checked_sources=len(sources), drifted=findings)
 
-    def _request(self, job: Job, inputs: dict[str, Any]) -> RenderRequest:
+    def _request(self, job: StoredJob, inputs: dict[str, Any]) -> RenderRequest:
         """The request that produced the job, rebuilt from the record and its sealed inputs."""
         source: dict[str, Any] = {"pattern_key": job.source_name}
         if job.source_kind != "pattern":
@@ -169,16 +164,16 @@ class Replayer:
         rebuilt_prompt_hash = None
         await self._see_files_now()
         try:
-            result = await self.service.render(self._request(job, inputs))
+            rebuilt = (await self.preparer.prepare(self._request(job, inputs))).prompt
         except GenAIError as exc:  # the source is gone or no longer renders: hashes say so
             log.info("replay_render_failed", job_id=job.id, error_type=exc.error_type)
         else:
-            stored_form = redact_prompt(self.redactor, result.prompt)[0]
+            stored_form = redact_prompt(self.redactor, rebuilt)[0]
             rebuilt_prompt_hash = _prompt_hash(stored_form)
-            prompt = result.prompt
+            prompt = rebuilt
             if not reveal:
                 prompt = RenderedPrompt.model_validate(
-                    {**stored_form, "system_folded": result.prompt.system_folded}
+                    {**stored_form, "system_folded": rebuilt.system_folded}
                 )
         if reveal:
             self.metrics.replay_reveals.inc()

@@ -1,5 +1,10 @@
 """AuditTrail: a pending record before every provider call, completed or failed after it.
 
+`start` queues the pending record on the AuditWriter's group commit. With GENAI_AUDIT__MODE
+`before-call` (the default) it returns once the record is durable, so nothing is called without
+it; with `with-call` it returns at once and `confirm` waits for durability before the answer is
+returned (StoreUnavailable otherwise). Outcomes queue behind their job's insert either way.
+
 Everything stored is redacted first: the prompt, the response, error messages, structured-output
 attempts (every string in them), `params` (stop strings), `request_id` and `model` (see
 `Redactor.redact_model_name` for why release dates stay clear). Then every row, the pending
@@ -14,16 +19,18 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy import String
 
 from app.audit.redaction import Redactor, clip
 from app.catalog.source import RenderedSource
 from app.errors import GenAIError, JobNotFound, StoreUnavailable
+from app.prompts.structured import Attempt
 from app.providers import ProviderReply
 from app.schemas import (
     JobRecord,
@@ -33,10 +40,11 @@ from app.schemas import (
     RenderedPrompt,
     RenderRequest,
 )
-from app.store.jobs import AuditWriter, JobRepository
+from app.store.jobs import JobRepository
+from app.store.records import JobOutcome, PendingJob
 from app.store.secrets import ReplayVault
-from app.store.storable import storable
 from app.store.tables import Job
+from app.store.writer import AuditWriter
 
 T = TypeVar("T")
 
@@ -59,13 +67,21 @@ def _column_size(name: str) -> int:
     return column_type.length
 
 
+AuditMode = Literal["before-call", "with-call"]
+
+
 @dataclass(frozen=True, slots=True)
 class OpenJob:
-    """A job whose pending record is stored; its redaction tokens and escapes travel with it."""
+    """A job whose pending record is stored (or, in with-call mode, on its way).
+
+    Its redaction tokens and escapes travel with it; `durable` resolves once the pending record
+    is committed (None: already known to be).
+    """
 
     id: str
     prompt_tokens: dict[str, str]
     escaped_fields: tuple[str, ...] = ()
+    durable: asyncio.Future[None] | None = None
 
 
 def redact_prompt(
@@ -82,11 +98,8 @@ def redact_prompt(
     return {"system": system.text, "messages": messages}, tokens
 
 
-def _text_size(*texts: str | None, attempts: Sequence[dict[str, Any]] = ()) -> int:
-    responses = (attempt.get("response") for attempt in attempts)
-    return sum(len(text or "") for text in texts) + sum(
-        len(text) for text in responses if isinstance(text, str)
-    )
+def _text_size(*texts: str | None, attempts: Sequence[Attempt] = ()) -> int:
+    return sum(len(text or "") for text in texts) + sum(len(a.response) for a in attempts)
 
 
 async def _off_loop(build: Callable[[], T], size: int) -> T:
@@ -94,6 +107,13 @@ async def _off_loop(build: Callable[[], T], size: int) -> T:
     if size <= OFFLOAD_CHARS:
         return build()
     return await asyncio.to_thread(build)
+
+
+def _observe(future: asyncio.Future[None]) -> None:
+    """Marks a failed insert's error as seen: the caller hears of it through `confirm`, or
+    not at all if it went away (asyncio would otherwise log it as never retrieved)."""
+    if not future.cancelled():
+        future.exception()
 
 
 class AuditTrail:
@@ -104,11 +124,13 @@ class AuditTrail:
         writer: AuditWriter,
         redactor: Redactor,
         vault: ReplayVault | None,
+        mode: AuditMode = "before-call",
     ) -> None:
         self.jobs = jobs
         self.writer = writer
         self.redactor = redactor
         self.vault = vault  # None: replay inputs are not kept
+        self.mode = mode
 
     async def start(
         self,
@@ -120,33 +142,65 @@ class AuditTrail:
         params: ModelParams,
         prompt: RenderedPrompt,
         provenance: Provenance,
-        snippet_ids: list[str],
+        snippet_ids: Sequence[str],
     ) -> OpenJob:
-        """Write the pending record and return its id; if that fails, nothing is called."""
+        """Queue the pending record; in before-call mode, return only once it is durable.
+
+        Raises StoreUnavailable (before-call) when it cannot be written: nothing is called.
+        """
+        started = time.perf_counter()
         job_id = uuid.uuid4().hex
 
-        def build() -> tuple[dict[str, Any], dict[str, str]]:
-            return self._pending_row(
-                job_id, request, request_id, source, choice, params, prompt, provenance
+        def build() -> PendingJob:
+            return self._pending_job(
+                job_id, request, request_id, source, choice, params, prompt, provenance, snippet_ids
             )
 
         size = _text_size(
             prompt.system, request.user_prompt, *(message.content for message in prompt.messages)
         )
-        job, tokens = await _off_loop(build, size)
-        job["snippet_ids"] = list(snippet_ids)
-        row, escaped = storable(job)
-        row["escaped_fields"] = escaped or None
-        try:
-            await self.jobs.insert(row)
-        except StoreUnavailable as exc:  # the cause stays attached for the operator's log line
-            raise StoreUnavailable(
-                "The audit store cannot be written, so the provider was not called; "
-                "check the database (see /readyz)."
-            ) from exc.__cause__
-        return OpenJob(job_id, tokens, tuple(escaped))
+        pending = (await _off_loop(build, size)).made_storable()
+        durable = self.writer.insert(pending)
+        durable.add_done_callback(_observe)
+        job = OpenJob(job_id, pending.redaction_map, pending.escaped_fields or (), durable)
+        if self.mode == "before-call":
+            try:
+                await self.confirm(job)
+            except asyncio.CancelledError:
+                # The request went away while its record was being written: if the record lands,
+                # it says so (the outcome waits behind the insert, and is dropped if it fails).
+                self.cancelled(job, latency_ms=(time.perf_counter() - started) * 1000)
+                raise
+        return job
 
-    def _pending_row(
+    async def confirm(self, job: OpenJob) -> None:
+        """Wait until the job's pending record is durable; StoreUnavailable if it cannot be.
+
+        A no-op once durable (always, after `start` in before-call mode). Shielded: a caller
+        going away never cancels the group commit other requests wait on.
+        """
+        if job.durable is None or (job.durable.done() and job.durable.exception() is None):
+            return
+        try:
+            await asyncio.shield(job.durable)
+        except StoreUnavailable as exc:  # the cause stays attached for the operator's log line
+            if self.mode == "before-call":
+                message = (
+                    "The audit store cannot be written, so the provider was not called; "
+                    "check the database (see /readyz)."
+                )
+            else:
+                message = (
+                    "The audit store cannot be written, so the answer is withheld; "
+                    "check the database (see /readyz)."
+                )
+            raise StoreUnavailable(message) from exc.__cause__
+
+    async def check_ready(self) -> None:
+        """Raises StoreUnavailable when audit records cannot be written (for /readyz)."""
+        await self.jobs.ping()
+
+    def _pending_job(
         self,
         job_id: str,
         request: RenderRequest,
@@ -156,7 +210,8 @@ class AuditTrail:
         params: ModelParams,
         prompt: RenderedPrompt,
         provenance: Provenance,
-    ) -> tuple[dict[str, Any], dict[str, str]]:
+        snippet_ids: Sequence[str],
+    ) -> PendingJob:
         """The pending record, every caller-supplied text in it redacted; pure CPU work."""
         stored_prompt, tokens = redact_prompt(self.redactor, prompt)
         stored_params, param_tokens = self.redactor.redact_data(
@@ -192,18 +247,16 @@ class AuditTrail:
                     "model": choice.model,  # the stored name may be redacted
                 },
             )
-        job = dict(
+        return PendingJob(
             id=job_id,
             request_id=stored_request_id,
             created_at=_now(),
-            status="pending",
             source_kind=source.kind,
             source_name=source_name,
             source_base_path=source.base_path,
             template_id=source.template_id,
             template_role=role,
             template_version=source.version,
-            template_sha256=source.content_hash,
             pattern_content_hash=provenance.pattern_content_hash,
             variables_hash=provenance.variables_hash,
             user_prompt_hash=provenance.user_prompt_hash,
@@ -212,34 +265,31 @@ class AuditTrail:
             params=stored_params,
             prompt_redacted=stored_prompt,
             redaction_map=tokens,
+            snippet_ids=list(snippet_ids),
             replay_inputs=replay,
-            attempts=None,
         )
-        return job, tokens
 
     def _attempts(
-        self, attempts: list[dict[str, Any]]
+        self, attempts: Sequence[Attempt]
     ) -> tuple[list[dict[str, Any]] | None, dict[str, str]]:
         """Structured-output attempts as stored: every string in them redacted (issues too)."""
         if not attempts:
             return None, {}
-        stored, tokens = self.redactor.redact_data(attempts)
+        stored, tokens = self.redactor.redact_data([attempt.as_record() for attempt in attempts])
         return stored, tokens
 
-    def _submit(self, job: OpenJob, change: dict[str, Any]) -> None:
-        row, escaped = storable(change)
-        row["escaped_fields"] = sorted({*job.escaped_fields, *escaped}) or None
-        self.writer.submit(job.id, row)
+    def _submit(self, job: OpenJob, outcome: JobOutcome) -> None:
+        self.writer.submit(outcome.made_storable(also_escaped=job.escaped_fields))
 
-    async def _record(self, job: OpenJob, build: Callable[[], dict[str, Any]], size: int) -> None:
-        """Builds the change (off the loop when large) and queues it, even if cancelled."""
+    async def _record(self, job: OpenJob, build: Callable[[], JobOutcome], size: int) -> None:
+        """Builds the outcome (off the loop when large) and queues it, even if cancelled."""
         try:
-            change = await _off_loop(build, size)
+            outcome = await _off_loop(build, size)
         except asyncio.CancelledError:
             # The request is being cancelled: its outcome is still recorded, inline.
             self._submit(job, build())
             raise
-        self._submit(job, change)
+        self._submit(job, outcome)
 
     async def completed(
         self,
@@ -248,30 +298,31 @@ class AuditTrail:
         *,
         latency_ms: float,
         upstream_ms: float,
-        attempts: list[dict[str, Any]] | None = None,
+        attempts: Sequence[Attempt] = (),
     ) -> None:
-        def build() -> dict[str, Any]:
+        def build() -> JobOutcome:
             response = self.redactor.redact(reply.text)
-            stored_attempts, attempt_tokens = self._attempts(attempts or [])
+            stored_attempts, attempt_tokens = self._attempts(attempts)
             finish = None
             if reply.finish_reason is not None:
                 finish = clip(self.redactor.redact(reply.finish_reason), 32).text
-            return {
-                "status": "completed",
-                "completed_at": _now(),
-                "error_type": None,  # over an `interrupted` mark set while the store was down
-                "error_message": None,
-                "finish_reason": finish,
-                "input_tokens": reply.usage.input_tokens,
-                "output_tokens": reply.usage.output_tokens,
-                "latency_ms": latency_ms,
-                "upstream_latency_ms": upstream_ms,
-                "response_redacted": response.text,
-                "redaction_map": {**job.prompt_tokens, **attempt_tokens, **response.tokens},
-                "attempts": stored_attempts,
-            }
+            return JobOutcome(
+                id=job.id,
+                status="completed",
+                completed_at=_now(),
+                # error_type and error_message clear an `interrupted` mark set while the store
+                # was down.
+                finish_reason=finish,
+                input_tokens=reply.usage.input_tokens,
+                output_tokens=reply.usage.output_tokens,
+                latency_ms=latency_ms,
+                upstream_latency_ms=upstream_ms,
+                response_redacted=response.text,
+                redaction_map={**job.prompt_tokens, **attempt_tokens, **response.tokens},
+                attempts=stored_attempts,
+            )
 
-        await self._record(job, build, _text_size(reply.text, attempts=attempts or []))
+        await self._record(job, build, _text_size(reply.text, attempts=attempts))
 
     async def failed(
         self,
@@ -280,43 +331,44 @@ class AuditTrail:
         *,
         latency_ms: float,
         upstream_ms: float | None,
-        attempts: list[dict[str, Any]] | None = None,
+        attempts: Sequence[Attempt] = (),
     ) -> None:
-        def build() -> dict[str, Any]:
+        def build() -> JobOutcome:
             message = self.redactor.redact(error.message)
-            stored_attempts, attempt_tokens = self._attempts(attempts or [])
-            return {
-                "status": "failed",
-                "completed_at": _now(),
-                "error_type": error.error_type,
-                "error_message": message.text,
-                "latency_ms": latency_ms,
-                "upstream_latency_ms": upstream_ms,
-                "redaction_map": {**job.prompt_tokens, **attempt_tokens, **message.tokens},
-                "attempts": stored_attempts,
-            }
+            stored_attempts, attempt_tokens = self._attempts(attempts)
+            return JobOutcome(
+                id=job.id,
+                status="failed",
+                completed_at=_now(),
+                error_type=error.error_type,
+                error_message=message.text,
+                latency_ms=latency_ms,
+                upstream_latency_ms=upstream_ms,
+                redaction_map={**job.prompt_tokens, **attempt_tokens, **message.tokens},
+                attempts=stored_attempts,
+            )
 
-        await self._record(job, build, _text_size(error.message, attempts=attempts or []))
+        await self._record(job, build, _text_size(error.message, attempts=attempts))
 
     def cancelled(
-        self, job: OpenJob, *, latency_ms: float, attempts: list[dict[str, Any]] | None = None
+        self, job: OpenJob, *, latency_ms: float, attempts: Sequence[Attempt] = ()
     ) -> None:
         """Called while the request task is being cancelled: it must not await.
 
         Redaction here is inline, but bounded: only a prefix of each attempt is ever scanned.
         """
-        stored_attempts, attempt_tokens = self._attempts(attempts or [])
+        stored_attempts, attempt_tokens = self._attempts(attempts)
         self._submit(
             job,
-            {
-                "status": "cancelled",
-                "completed_at": _now(),
-                "error_type": "client_disconnected",
-                "error_message": None,
-                "latency_ms": latency_ms,
-                "redaction_map": {**job.prompt_tokens, **attempt_tokens},
-                "attempts": stored_attempts,
-            },
+            JobOutcome(
+                id=job.id,
+                status="cancelled",
+                completed_at=_now(),
+                error_type="client_disconnected",
+                latency_ms=latency_ms,
+                redaction_map={**job.prompt_tokens, **attempt_tokens},
+                attempts=stored_attempts,
+            ),
         )
 
     async def get(self, job_id: str) -> JobRecord:
@@ -324,10 +376,7 @@ class AuditTrail:
         job = await self.jobs.get(job_id)
         if job is None:
             raise JobNotFound(job_id)
-        fields = {name: getattr(job, name) for name in JobRecord.model_fields if hasattr(job, name)}
-        return JobRecord.model_validate(
-            {**fields, "replay_available": job.replay_inputs is not None}
-        )
+        return job.record()
 
     async def interrupt_stale(self, *, older_than_seconds: float) -> int:
         """Marks `interrupted` the pending records no live process can still complete.

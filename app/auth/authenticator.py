@@ -107,7 +107,9 @@ class Authenticator:
 
     async def create(self, *, scope: Scope, name: str) -> ApiKeyCreated:
         new = keys.mint(self._secret)
-        info = await self.repository.add(new, name=name, scope=scope)
+        info = await self.repository.add(
+            key_id=new.id, salt=new.salt, digest=new.digest, name=name, scope=scope.value
+        )
         log.info("api_key_created", key_id=info.id, scope=scope.value)
         return ApiKeyCreated(**info.model_dump(), key=new.text)
 

@@ -2,6 +2,13 @@
 
 from app.catalog.catalog import PatternCatalog
 from app.catalog.library import PatternLibrary
-from app.catalog.pattern import Pattern, PatternMeta, RenderedPattern
+from app.catalog.pattern import Pattern, PatternInfo, PatternMeta, RenderedPattern
 
-__all__ = ["Pattern", "PatternCatalog", "PatternLibrary", "PatternMeta", "RenderedPattern"]
+__all__ = [
+    "Pattern",
+    "PatternCatalog",
+    "PatternInfo",
+    "PatternLibrary",
+    "PatternMeta",
+    "RenderedPattern",
+]

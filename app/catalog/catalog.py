@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import structlog
 
 from app.catalog.library import PatternLibrary
-from app.catalog.pattern import Pattern, RenderedPattern
+from app.catalog.pattern import Pattern, PatternInfo, RenderedPattern
 from app.errors import InvalidPattern, PatternNotFound
 
 log = structlog.get_logger(__name__)
@@ -40,12 +41,18 @@ class PatternCatalog:
         return any([library.refresh() for library in self.libraries])
 
     def _owner(self, name: str) -> PatternLibrary:
+        # One dict lookup per root: what a render costs does not grow with the catalog.
         for library in self.libraries:
             if library.has(name):
                 return library
         raise PatternNotFound(name)
 
+    def info(self, name: str) -> PatternInfo:
+        """Metadata and content hash without compiling (cheap: fine on the event loop)."""
+        return self._owner(name).info(name)
+
     def get(self, name: str) -> Pattern:
+        """The compiled pattern; its first call per file version compiles (a render thread)."""
         return self._owner(name).get(name)
 
     def apply_template(
@@ -56,25 +63,34 @@ class PatternCatalog:
     def names(self) -> list[str]:
         return sorted({name for library in self.libraries for name in library.names()})
 
-    def loadable(self) -> list[Pattern]:
-        """Every loadable pattern, each name once; broken ones are left to `problems()`."""
+    def loadable(self) -> list[PatternInfo]:
+        """Every pattern not known to be broken, each name once; nothing is compiled."""
         found = []
         for name in self.names():
             try:
-                found.append(self.get(name))
+                found.append(self.info(name))
             except InvalidPattern:
                 continue
         return found
 
     def problems(self) -> dict[str, InvalidPattern]:
-        """Broken patterns, reported for the root that owns each name."""
+        """Problems known so far (a body counts once compiled), for the root owning each name."""
         found: dict[str, InvalidPattern] = {}
-        for library in reversed(self.libraries):
-            found.update(library.problems())
+        seen: set[str] = set()
+        for library in self.libraries:
+            problems = library.problems()
             for name in library.names():
-                if name not in library.problems():
-                    found.pop(name, None)
+                if name not in seen and name in problems:
+                    found[name] = problems[name]
+                seen.add(name)
         return found
+
+    def check(self) -> dict[str, InvalidPattern]:
+        """Blocking: compile every pattern, then report every problem (`patterns validate`)."""
+        for name in self.names():
+            with contextlib.suppress(InvalidPattern):  # reported by problems() below
+                self.get(name)
+        return self.problems()
 
     def shadowed(self) -> dict[str, list[str]]:
         """Names present in more than one root, with the roots in search order."""

@@ -15,10 +15,10 @@ from jinja2 import StrictUndefined, Template, TemplateSyntaxError, UndefinedErro
 from jinja2.exceptions import SecurityError
 
 from app.catalog.budget import OverBudget, tick, too_large
+from app.catalog.contract import require_supplied
 from app.catalog.sandbox import BoundedSandbox
 from app.errors import (
     InvalidPattern,
-    MissingVariables,
     PatternRenderError,
     RenderTooDeep,
     RenderTooLarge,
@@ -56,9 +56,7 @@ def apply_template(
     variables: Mapping[str, Any],
 ) -> str:
     """Render strictly: every referenced variable must be supplied, all missing ones are named."""
-    missing = referenced - variables.keys()
-    if missing:
-        raise MissingVariables(name, sorted(missing))
+    require_supplied(name, referenced, variables.keys())
     pieces = cast(Generator[str, None, None], template.generate(**variables))
     try:
         limit, size, output = tick(), 0, []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,23 +10,88 @@ from typing import Any
 
 import structlog
 
-from app.catalog.pattern import Pattern, RenderedPattern, parse_pattern, render_pattern
+from app.catalog.pattern import (
+    Pattern,
+    PatternInfo,
+    PatternSource,
+    RenderedPattern,
+    compile_pattern,
+    read_pattern,
+    render_pattern,
+)
 from app.errors import InvalidPattern, PatternNotFound
 
 log = structlog.get_logger(__name__)
 
 SUFFIX = ".md"
+# Snippet files live under each pattern root (read by app/snippets/files.py).
+SNIPPETS_DIR = "snippets"
 # Folders under a root that hold something other than patterns.
-RESERVED_DIRS = frozenset({"snippets"})
+RESERVED_DIRS = frozenset({SNIPPETS_DIR})
+
+
+def _fresh(problem: InvalidPattern) -> InvalidPattern:
+    """A new error per raise: re-raising one cached instance would grow its traceback."""
+    return InvalidPattern(problem.name, problem.problems)
+
+
+class _CompileOnce:
+    """One file version's compile, done on first use and kept for as long as the file is.
+
+    A lock per pattern: concurrent first renders wait for one compile instead of each
+    compiling (the waiter's render budget keeps running meanwhile). A compile that ran out of
+    time (RenderTimeout) is not kept, so the next render tries again.
+    """
+
+    __slots__ = ("_lock", "_result", "source")
+
+    def __init__(self, source: PatternSource) -> None:
+        self.source = source
+        self._lock = threading.Lock()
+        self._result: Pattern | InvalidPattern | None = None
+
+    @property
+    def known_problem(self) -> InvalidPattern | None:
+        """The compile's problem if it already ran; never compiles."""
+        result = self._result
+        return result if isinstance(result, InvalidPattern) else None
+
+    def pattern(self) -> Pattern:
+        result = self._result
+        if result is None:
+            with self._lock:
+                result = self._result
+                if result is None:
+                    result = self._compile()
+                    self._result = result
+        if isinstance(result, InvalidPattern):
+            raise _fresh(result)
+        return result
+
+    def _compile(self) -> Pattern | InvalidPattern:
+        name = self.source.info.name
+        try:
+            pattern = compile_pattern(self.source)
+        except InvalidPattern as problem:
+            log.warning("pattern_invalid", pattern=name, problems=problem.problems)
+            return problem
+        log.debug("pattern_compiled", pattern=name)
+        return pattern
 
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
-    """A file as last seen: its stat signature and what loading it produced."""
+    """A file as last seen: its stat signature and what reading it produced."""
 
     signature: tuple[tuple[int, int, int] | None, ...]
     siblings: tuple[Path, ...]  # files next to the pattern that it read (an output schema)
-    loaded: Pattern | InvalidPattern
+    loaded: _CompileOnce | InvalidPattern
+
+    def problem(self) -> InvalidPattern | None:
+        """What is known to be wrong, without compiling anything."""
+        if isinstance(self.loaded, InvalidPattern):
+            return self.loaded
+        return self.loaded.known_problem
 
 
 def _signature(paths: tuple[Path, ...]) -> tuple[tuple[int, int, int] | None, ...]:
@@ -47,12 +113,18 @@ class PatternLibrary:
     (`asyncio.to_thread`), never on the event loop. Unchanged files (same mtime, size, inode)
     are not re-read, so a refresh of an idle catalog costs one `stat` per file.
 
-    Loading only compiles, and compiling cannot hang: the sandbox folds no operator or filter
-    that could explode (`app/catalog/sandbox.py`), so a file such as `{{ 9**(9**9) }}` loads in
-    microseconds. Its variables come from requests, so whether it breaks a budget is known only
-    when it renders: it stays loadable and each render of it answers 422 (`render_too_large`,
+    Reading a file checks its front-matter and markers, reads its schema file and hashes it
+    (the fingerprint, once per file version); the Jinja body is compiled on the pattern's first
+    `get`/`apply_template` (inside a render thread's budget), also once per file version. So
+    `problems()` knows broken front-matter at once and a broken body once something compiled
+    it; `PatternCatalog.check()` compiles everything and knows all.
+
+    Compiling cannot hang: the sandbox folds no operator or filter that could explode
+    (`app/catalog/sandbox.py`), so a file such as `{{ 9**(9**9) }}` compiles in microseconds.
+    Its variables come from requests, so whether it breaks a budget is known only when it
+    renders: it stays loadable and each render of it answers 422 (`render_too_large`,
     `render_timeout`, `render_too_deep`) under the renderer's budget. Only a body nested too
-    deeply to compile at all is marked invalid here.
+    deeply to compile at all is invalid.
     """
 
     def __init__(self, base_path: str | Path, *, defaults: Mapping[str, Any] | None = None) -> None:
@@ -101,13 +173,15 @@ class PatternLibrary:
         signature = _signature((path,))
         if signature[0] is None:
             return None  # deleted between the scan and the stat
-        loaded: Pattern | InvalidPattern
+        loaded: _CompileOnce | InvalidPattern
         try:
-            loaded = parse_pattern(name, self.base_path, path.read_bytes(), read_sibling)
-            log.debug("pattern_loaded", pattern=name, content_hash=loaded.content_hash)
+            source = read_pattern(name, self.base_path, path.read_bytes(), read_sibling)
         except InvalidPattern as problem:
             log.warning("pattern_invalid", pattern=name, problems=problem.problems)
             loaded = problem
+        else:
+            log.debug("pattern_read", pattern=name, content_hash=source.info.content_hash)
+            loaded = _CompileOnce(source)
         return _Entry(signature + _signature(tuple(siblings)), tuple(siblings), loaded)
 
     @property
@@ -121,17 +195,28 @@ class PatternLibrary:
         return name in self._entries
 
     def problems(self) -> dict[str, InvalidPattern]:
-        return {
-            n: e.loaded for n, e in self._entries.items() if isinstance(e.loaded, InvalidPattern)
-        }
+        """Problems known so far: every unreadable file, and bodies that failed to compile."""
+        found = {name: entry.problem() for name, entry in self._entries.items()}
+        return {name: problem for name, problem in found.items() if problem is not None}
 
-    def get(self, name: str) -> Pattern:
+    def _entry(self, name: str) -> _CompileOnce:
         entry = self._entries.get(name)
         if entry is None:
             raise PatternNotFound(name)
         if isinstance(entry.loaded, InvalidPattern):
-            raise entry.loaded
+            raise _fresh(entry.loaded)
         return entry.loaded
+
+    def info(self, name: str) -> PatternInfo:
+        """Front-matter, hash and schema without compiling; raises for a known problem."""
+        loaded = self._entry(name)
+        if (problem := loaded.known_problem) is not None:
+            raise _fresh(problem)
+        return loaded.source.info
+
+    def get(self, name: str) -> Pattern:
+        """The compiled pattern. Blocking on its first call per file version: a render thread."""
+        return self._entry(name).pattern()
 
     def effective_variables(self, pattern: Pattern, variables: Mapping[str, Any]) -> dict[str, Any]:
         """Library defaults < front-matter defaults < caller variables: the caller always wins."""

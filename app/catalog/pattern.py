@@ -4,6 +4,10 @@ A single-template body renders into the system prompt (V1). A chat pattern split
 marker lines `=== system ===`, `=== user ===`, `=== assistant ===` into messages (few-shot
 examples); text before the first marker is the system part. Each section is its own template,
 so a variable's value can never forge a role marker.
+
+Reading a file (`read_pattern`) checks everything but the Jinja body and costs no compile;
+`compile_pattern` compiles the sections and checks the variable contract. The library calls
+the second on a pattern's first render, so start-up and listing cost one read per file.
 """
 
 from __future__ import annotations
@@ -19,15 +23,15 @@ from jinja2 import Template
 from jsonschema import Draft202012Validator, SchemaError
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
+from app.catalog.contract import declaration_problems, require_supplied
 from app.catalog.engine import apply_template, compile_template
-from app.errors import InvalidPattern, MissingVariables, RenderLimitExceeded
+from app.errors import InvalidPattern, RenderLimitExceeded, RenderTimeout
 from app.routing.capabilities import Requirement
-from app.schemas import Message, ModelParams
+from app.schemas import Message, ModelParams, is_snippet_label
 from app.tracking import pattern_content_hash
 
 _FENCE = "---"
 _MARKER = re.compile(r"^===\s*(system|user|assistant)\s*===\s*$", re.MULTILINE)
-_LABEL = re.compile(r"^[A-Z][A-Z0-9_]*$")
 USER_PROMPT_VARIABLE = "user_prompt"
 
 Role = Literal["system", "user", "assistant"]
@@ -73,20 +77,34 @@ class Section:
 
 
 @dataclass(frozen=True, slots=True)
-class Pattern:
-    """One loaded pattern: its bytes' hash, metadata, compiled sections and output schema."""
+class PatternInfo:
+    """What a scan knows without compiling the body: enough to list, hash and fingerprint it."""
 
     name: str
     base_path: str
     content_hash: str
     meta: PatternMeta
+    output_schema: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Pattern(PatternInfo):
+    """A pattern ready to render: its sections compiled and its variable contract checked."""
+
     sections: tuple[Section, ...]
     referenced: frozenset[str]
-    output_schema: dict[str, Any] | None
 
     @property
     def required_variables(self) -> list[str]:
         return sorted(self.referenced - self.meta.defaults.keys())
+
+
+@dataclass(frozen=True, slots=True)
+class PatternSource:
+    """A scanned file: its info and the section texts, still to be compiled."""
+
+    info: PatternInfo
+    sections: tuple[tuple[Role, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +121,13 @@ class RenderedPattern:
     variables: dict[str, Any]
 
 
+def _load_yaml(text: str) -> Any:
+    """libyaml's parser when installed: several times faster, with the same safe constructor."""
+    if yaml.__with_libyaml__:
+        return yaml.load(text, Loader=yaml.CSafeLoader)
+    return yaml.safe_load(text)
+
+
 def split_front_matter(name: str, text: str) -> tuple[dict[str, Any], str]:
     lines = text.splitlines(keepends=True)
     if not lines or lines[0].strip() != _FENCE:
@@ -114,7 +139,7 @@ def split_front_matter(name: str, text: str) -> tuple[dict[str, Any], str]:
     else:
         raise InvalidPattern(name, ["the front-matter block is not closed with '---'"])
     try:
-        data = yaml.safe_load(header) or {}
+        data = _load_yaml(header) or {}
     except yaml.YAMLError as exc:
         raise InvalidPattern(name, [f"front-matter is not valid YAML: {exc}"]) from None
     if not isinstance(data, dict):
@@ -150,19 +175,24 @@ def _load_schema(
             schema = json.loads(raw)
         except (OSError, ValueError) as exc:
             raise InvalidPattern(name, [f"output_schema file {declared!r}: {exc}"]) from None
-    if schema is not None:
-        try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as exc:
-            problem = f"output_schema is not a valid JSON Schema: {exc.message}"
-            raise InvalidPattern(name, [problem]) from None
     return schema, raw
 
 
-def parse_pattern(
+def _check_schema(name: str, schema: dict[str, Any] | None) -> None:
+    """Checking against the metaschema costs milliseconds: done with the compile, not the scan."""
+    if schema is None:
+        return
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        problem = f"output_schema is not a valid JSON Schema: {exc.message}"
+        raise InvalidPattern(name, [problem]) from None
+
+
+def read_pattern(
     name: str, base_path: str, raw: bytes, read_sibling: ReadSibling | None = None
-) -> Pattern:
-    """Validate a pattern file completely, so a broken one fails at load, not mid-request."""
+) -> PatternSource:
+    """What a scan checks: encoding, front-matter, markers, the schema file's JSON; the hash."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -176,57 +206,73 @@ def parse_pattern(
             for err in exc.errors(include_url=False, include_input=False)
         ]
         raise InvalidPattern(name, problems) from None
-    sections = []
-    for role, source in _split_sections(name, body):
-        try:
-            template, referenced = compile_template(name, source)
-        except RenderLimitExceeded as exc:  # nesting too deep to compile: a broken file
-            raise InvalidPattern(name, [exc.message]) from None
-        sections.append(Section(role, template, referenced))
+    sections = _split_sections(name, body)
     problems = [
         f"snippet label {label!r} must be UPPER_CASE"
         for label in meta.snippets
-        if not _LABEL.match(label)
+        if not is_snippet_label(label)
     ]
-    last_role = sections[-1].role
+    last_role = sections[-1][0]
     if meta.user_template and last_role != "user":
         problems.append("user_template needs the body to end with a '=== user ===' section")
     if not meta.user_template and len(sections) > 1 and last_role == "user":
         problems.append("the last section is a user block: set user_template: true to use it")
-    referenced = frozenset().union(*(s.referenced for s in sections))
-    if meta.user_template:
-        referenced -= {USER_PROMPT_VARIABLE}
-    if meta.variables is not None:
-        declared = set(meta.variables)
-        problems += [
-            f"variable {v!r} is used but not declared" for v in sorted(referenced - declared)
-        ]
-        problems += [
-            f"variable {v!r} is declared but never used" for v in sorted(declared - referenced)
-        ]
     if problems:
         raise InvalidPattern(name, problems)
     schema, schema_bytes = _load_schema(name, meta.output_schema, read_sibling)
     # A schema kept in its own file is part of what the pattern sends: hash it too.
     content_hash = pattern_content_hash(raw + b"\0" + schema_bytes if schema_bytes else raw)
+    info = PatternInfo(name, base_path, content_hash, meta, schema)
+    return PatternSource(info=info, sections=tuple(sections))
+
+
+def compile_pattern(source: PatternSource) -> Pattern:
+    """Compile every section, check the variable contract and the output schema.
+
+    RenderTimeout passes through: a compile that ran out of its render budget says nothing
+    about the file, so it must not be remembered as a broken pattern.
+    """
+    info = source.info
+    _check_schema(info.name, info.output_schema)
+    sections = []
+    for role, text in source.sections:
+        try:
+            template, referenced = compile_template(info.name, text)
+        except RenderTimeout:
+            raise
+        except RenderLimitExceeded as exc:  # nesting too deep to compile: a broken file
+            raise InvalidPattern(info.name, [exc.message]) from None
+        sections.append(Section(role, template, referenced))
+    referenced = frozenset().union(*(s.referenced for s in sections))
+    if info.meta.user_template:
+        referenced -= {USER_PROMPT_VARIABLE}
+    if info.meta.variables is not None:
+        problems = declaration_problems(referenced, info.meta.variables)
+        if problems:
+            raise InvalidPattern(info.name, problems)
     return Pattern(
-        name=name,
-        base_path=base_path,
-        content_hash=content_hash,
-        meta=meta,
+        name=info.name,
+        base_path=info.base_path,
+        content_hash=info.content_hash,
+        meta=info.meta,
+        output_schema=info.output_schema,
         sections=tuple(sections),
         referenced=referenced,
-        output_schema=schema,
     )
+
+
+def parse_pattern(
+    name: str, base_path: str, raw: bytes, read_sibling: ReadSibling | None = None
+) -> Pattern:
+    """Validate a pattern file completely: the scan's checks, then the compile's."""
+    return compile_pattern(read_pattern(name, base_path, raw, read_sibling))
 
 
 def render_pattern(
     pattern: Pattern, variables: Mapping[str, Any], user_prompt: str
 ) -> tuple[str, tuple[Message, ...]]:
     """Render every section strictly; all missing variables are named at once."""
-    missing = pattern.referenced - variables.keys()
-    if missing:
-        raise MissingVariables(pattern.name, sorted(missing))
+    require_supplied(pattern.name, pattern.referenced, variables.keys())
     scope = dict(variables)
     if pattern.meta.user_template:
         scope[USER_PROMPT_VARIABLE] = user_prompt

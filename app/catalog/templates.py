@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache, partial
 from typing import Any
 
+from app.catalog.contract import declaration_problems, require_exactly
 from app.catalog.engine import apply_template, compile_template
 from app.catalog.renderer import TemplateRenderer
 from app.errors import (
@@ -15,7 +16,6 @@ from app.errors import (
     PatternRenderError,
     RenderLimitExceeded,
     SandboxViolation,
-    VariableContractViolation,
 )
 from app.schemas import TemplateVersion
 from app.tracking import canonical_json, sha256_hex
@@ -31,10 +31,6 @@ SCHEMA_HEADING = "SCHEMA JSON:"
 _compiled = lru_cache(maxsize=1024)(compile_template)
 
 
-def template_checksum(text: str) -> str:
-    return sha256_hex(text.encode("utf-8"))
-
-
 def _check_new_template(name: str, text: str, variables: Sequence[str]) -> None:
     problems = [
         f"variable {v!r} is declared twice"
@@ -44,12 +40,7 @@ def _check_new_template(name: str, text: str, variables: Sequence[str]) -> None:
         template, referenced = compile_template(name, text)
     except InvalidPattern as exc:
         raise InvalidTemplate(f"Template {name!r} is invalid", exc.problems) from None
-    problems += [
-        f"variable {v!r} is used but not declared" for v in sorted(referenced - set(variables))
-    ]
-    problems += [
-        f"variable {v!r} is declared but never used" for v in sorted(set(variables) - referenced)
-    ]
+    problems += declaration_problems(referenced, variables)
     if problems:
         raise InvalidTemplate(f"Template {name!r} is invalid", problems)
     # A trial render with placeholder strings: a body that blows a budget whatever its inputs
@@ -87,12 +78,7 @@ def _blueprint(version: TemplateVersion) -> str:
 
 def render_template_version(version: TemplateVersion, variables: Mapping[str, Any]) -> str:
     """Strict contract: the supplied variables must be exactly the declared ones."""
-    declared = set(version.variables)
-    missing, unexpected = declared - variables.keys(), variables.keys() - declared
-    if missing or unexpected:
-        raise VariableContractViolation(
-            version.name, missing=sorted(missing), unexpected=sorted(unexpected)
-        )
+    require_exactly(version.name, version.variables, variables.keys())
     template, referenced = _compiled(version.name, version.template)
     return apply_template(version.name, template, referenced, variables) + _blueprint(version)
 

@@ -1,4 +1,8 @@
-"""Anthropic through AsyncAnthropic: top-level `system`, and `max_tokens` always set."""
+"""Anthropic through AsyncAnthropic: top-level `system`, and `max_tokens` always set.
+
+As for OpenAI, the body goes through the client's generic `post` and the answer is read into a
+small model of the fields we use (see `app/providers/openai.py` for why).
+"""
 
 from __future__ import annotations
 
@@ -7,17 +11,45 @@ from collections.abc import Mapping
 from typing import Any
 
 import anthropic
+import httpx2
+from pydantic import BaseModel
 
+from app.config import Settings
 from app.providers.base import (
+    PLACEHOLDER_KEY,
+    Provider,
     ProviderCall,
+    ProviderDescriptor,
     ProviderReply,
     normalize_finish_reason,
+    read_reply,
     translate_sdk_errors,
 )
 from app.schemas import Usage
 
 OUTPUT_TOOL = "emit_output"
 _WRAPPED = "value"
+_PATH = "/v1/messages"
+
+
+class _Block(BaseModel):
+    type: str
+    text: str = ""
+    name: str | None = None
+    input: Any = None
+
+
+class _Usage(BaseModel):
+    input_tokens: int
+    output_tokens: int
+
+
+class _Message(BaseModel):
+    """The fields of a Messages API answer the gateway reads; the rest is ignored."""
+
+    content: list[_Block]
+    stop_reason: str | None = None
+    usage: _Usage
 
 
 def _object_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -35,8 +67,6 @@ def _unwrap(schema: Mapping[str, Any], payload: Any) -> Any:
 
 class AnthropicProvider:
     name = "anthropic"
-    # The Messages API of SDK 2.x takes no sampling parameters (temperature, top_p) and no seed.
-    supported_params = frozenset({"max_tokens", "stop"})
 
     def __init__(self, client: anthropic.AsyncAnthropic, *, default_max_tokens: int) -> None:
         self._client = client
@@ -67,7 +97,10 @@ class AnthropicProvider:
 
     async def complete(self, call: ProviderCall) -> ProviderReply:
         with translate_sdk_errors(self.name, anthropic):
-            message = await self._client.messages.create(**self.request_kwargs(call))
+            response = await self._client.post(
+                _PATH, cast_to=httpx2.Response, body=self.request_kwargs(call)
+            )
+        message = read_reply(self.name, _Message, response.content)
         text = "".join(block.text for block in message.content if block.type == "text")
         payload = next(
             (
@@ -89,9 +122,33 @@ class AnthropicProvider:
                 output_tokens=usage.output_tokens,
                 total_tokens=usage.input_tokens + usage.output_tokens,
             ),
-            upstream_request_id=getattr(message, "_request_id", None),
+            upstream_request_id=response.headers.get("request-id"),
             payload=payload,
         )
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def _build(settings: Settings) -> Provider | None:
+    """SDK retries are off: `app.providers.retry` is the only retry layer."""
+    an = settings.anthropic
+    if not (an.api_key or an.base_url):
+        return None
+    key = an.api_key.get_secret_value() if an.api_key else PLACEHOLDER_KEY
+    client = anthropic.AsyncAnthropic(
+        api_key=key,
+        base_url=an.base_url,
+        timeout=settings.upstream.timeout_seconds,
+        max_retries=0,
+    )
+    return AnthropicProvider(client, default_max_tokens=settings.default_max_tokens)
+
+
+DESCRIPTOR = ProviderDescriptor(
+    name="anthropic",
+    # The Messages API of SDK 2.x takes no sampling parameters (temperature, top_p) and no seed.
+    supported_params=frozenset({"max_tokens", "stop"}),
+    how_to_configure="set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL)",
+    build=_build,
+)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+from pydantic import BaseModel, ValidationError
+
+from app.config import Settings
 from app.errors import (
     ProviderError,
     UpstreamAuthFailed,
@@ -43,17 +46,32 @@ class ProviderReply:
 
 
 ALL_PARAMS = frozenset(ModelParams.model_fields)
+# A compatible server reached through a base URL often needs no key; the SDKs insist on one.
+PLACEHOLDER_KEY = "not-needed"
+ReplyT = TypeVar("ReplyT", bound=BaseModel)
 
 
 class Provider(Protocol):
     name: str
-    supported_params: frozenset[str]
 
     async def complete(self, call: ProviderCall) -> ProviderReply:
         """Make one upstream call; raise only `app.errors.ProviderError` subclasses."""
         ...
 
     async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderDescriptor:
+    """Everything the gateway knows about one provider, so adding one touches one module."""
+
+    name: str
+    # What the provider accepts, known even when it is not configured (for dry runs).
+    supported_params: frozenset[str]
+    # The end of "Provider 'x' is not configured: ..." (an operator's next step).
+    how_to_configure: str
+    # Builds the adapter and its long-lived client, or None when settings leave it unconfigured.
+    build: Callable[[Settings], Provider | None]
 
 
 _FINISH_REASONS: dict[str, FinishReason] = {
@@ -165,4 +183,17 @@ def translate_sdk_errors(provider: str, sdk: ModuleType) -> Iterator[None]:
     except sdk.APIError as exc:  # e.g. a body the SDK could not parse
         raise ProviderError(
             f"{provider} answered unexpectedly: {safe_detail(exc.message)}", provider=provider
+        ) from None
+
+
+def read_reply(provider: str, shape: type[ReplyT], body: bytes) -> ReplyT:
+    """Parse and check an upstream body in one pass; an unreadable one is the provider's fault."""
+    try:
+        return shape.model_validate_json(body)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"]) or "body"
+        raise ProviderError(
+            f"{provider} answered unexpectedly: {where}: {safe_detail(first['msg'])}",
+            provider=provider,
         ) from None

@@ -7,10 +7,13 @@ from typing import Any
 import httpx
 import ollama
 
+from app.config import Settings
 from app.errors import UpstreamError, UpstreamTimeout
 from app.providers.base import (
     ALL_PARAMS,
+    Provider,
     ProviderCall,
+    ProviderDescriptor,
     ProviderReply,
     chat_messages,
     error_for_status,
@@ -31,7 +34,6 @@ _OPTION_NAMES = {
 
 class OllamaProvider:
     name = "ollama"
-    supported_params = ALL_PARAMS
 
     def __init__(self, client: ollama.AsyncClient) -> None:
         self._client = client
@@ -73,3 +75,17 @@ class OllamaProvider:
 
     async def aclose(self) -> None:
         await self._client.close()  # type: ignore[no-untyped-call]
+
+
+def _build(settings: Settings) -> Provider:
+    """Ollama needs no key: it is always configured (default host: the local daemon)."""
+    timeout = httpx.Timeout(settings.upstream.timeout_seconds)
+    return OllamaProvider(ollama.AsyncClient(host=settings.ollama.host, timeout=timeout))
+
+
+DESCRIPTOR = ProviderDescriptor(
+    name="ollama",
+    supported_params=ALL_PARAMS,
+    how_to_configure="set OLLAMA_HOST",
+    build=_build,
+)

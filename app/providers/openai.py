@@ -1,26 +1,65 @@
-"""OpenAI, and any OpenAI-compatible server (vLLM, llama.cpp, LM Studio), through AsyncOpenAI."""
+"""OpenAI, and any OpenAI-compatible server (vLLM, llama.cpp, LM Studio), through AsyncOpenAI.
+
+The call goes through the client's generic `post` (its documented way to send a body as is): the
+SDK still owns the connection pool, auth, timeouts and its typed errors, but neither re-walks our
+request against its TypedDicts nor builds its full response models; we read the few fields we
+use, once, in Rust (`bench/provider_calls.py` has the figures).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import httpx2
 import openai
+from openai import RequestOptions
+from pydantic import BaseModel
 
+from app.config import Settings
 from app.errors import UpstreamError
 from app.providers.base import (
     ALL_PARAMS,
+    PLACEHOLDER_KEY,
+    Provider,
     ProviderCall,
+    ProviderDescriptor,
     ProviderReply,
     chat_messages,
     normalize_finish_reason,
+    read_reply,
     translate_sdk_errors,
 )
 from app.schemas import Usage
 
+_PATH = "/chat/completions"
+# What `chat.completions.create` asks for: the API key as a bearer token, nothing else.
+_OPTIONS: RequestOptions = {"security": {"bearer_auth": True}}
+
+
+class _Usage(BaseModel):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+
+
+class _Message(BaseModel):
+    content: str | None = None
+
+
+class _Choice(BaseModel):
+    message: _Message
+    finish_reason: str | None = None
+
+
+class _ChatCompletion(BaseModel):
+    """The fields of a chat completion the gateway reads; the rest is ignored, not modelled."""
+
+    choices: list[_Choice]
+    usage: _Usage | None = None
+
 
 class OpenAIProvider:
     name = "openai"
-    supported_params = ALL_PARAMS
 
     def __init__(self, client: openai.AsyncOpenAI) -> None:
         self._client = client
@@ -42,21 +81,47 @@ class OpenAIProvider:
 
     async def complete(self, call: ProviderCall) -> ProviderReply:
         with translate_sdk_errors(self.name, openai):
-            result = await self._client.chat.completions.create(**self.request_kwargs(call))
+            response = await self._client.post(
+                _PATH, cast_to=httpx2.Response, body=self.request_kwargs(call), options=_OPTIONS
+            )
+        result = read_reply(self.name, _ChatCompletion, response.content)
         if not result.choices:
             raise UpstreamError("openai returned no choices", provider=self.name)
         choice = result.choices[0]
-        usage = result.usage
+        usage = result.usage or _Usage()
         return ProviderReply(
             text=choice.message.content or "",
             finish_reason=normalize_finish_reason(choice.finish_reason),
             usage=Usage(
-                input_tokens=usage.prompt_tokens if usage else None,
-                output_tokens=usage.completion_tokens if usage else None,
-                total_tokens=usage.total_tokens if usage else None,
+                input_tokens=usage.prompt_tokens,
+                output_tokens=usage.completion_tokens,
+                total_tokens=usage.total_tokens,
             ),
-            upstream_request_id=getattr(result, "_request_id", None),
+            upstream_request_id=response.headers.get("x-request-id"),
         )
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def _build(settings: Settings) -> Provider | None:
+    """SDK retries are off: `app.providers.retry` is the only retry layer."""
+    oa = settings.openai
+    if not (oa.api_key or oa.base_url):
+        return None
+    key = oa.api_key.get_secret_value() if oa.api_key else PLACEHOLDER_KEY
+    client = openai.AsyncOpenAI(
+        api_key=key,
+        base_url=oa.base_url,
+        timeout=settings.upstream.timeout_seconds,
+        max_retries=0,
+    )
+    return OpenAIProvider(client)
+
+
+DESCRIPTOR = ProviderDescriptor(
+    name="openai",
+    supported_params=ALL_PARAMS,
+    how_to_configure="set OPENAI_API_KEY (or OPENAI_BASE_URL for an OpenAI-compatible server)",
+    build=_build,
+)

@@ -1,73 +1,36 @@
-"""Builds one client per configured provider at start-up and closes them at shutdown."""
+"""The providers the gateway knows (one descriptor each), and the clients built for them."""
 
 from __future__ import annotations
 
-import anthropic
-import httpx
-import ollama
-import openai
+from collections.abc import Mapping
 
 from app.config import Settings
 from app.errors import ProviderUnavailable
-from app.providers.anthropic import AnthropicProvider
-from app.providers.base import Provider
-from app.providers.ollama import OllamaProvider
-from app.providers.openai import OpenAIProvider
-from app.routing.policy import KNOWN_PROVIDERS
+from app.providers import anthropic, ollama, openai
+from app.providers.base import Provider, ProviderDescriptor
 
-# A compatible server reached through a base URL often needs no key; the SDKs insist on one.
-_PLACEHOLDER_KEY = "not-needed"
-
-_SUPPORTED_PARAMS = {
-    "openai": OpenAIProvider.supported_params,
-    "anthropic": AnthropicProvider.supported_params,
-    "ollama": OllamaProvider.supported_params,
+DESCRIPTORS: Mapping[str, ProviderDescriptor] = {
+    d.name: d for d in (openai.DESCRIPTOR, anthropic.DESCRIPTOR, ollama.DESCRIPTOR)
 }
-
-_HOW_TO_CONFIGURE = {
-    "openai": "set OPENAI_API_KEY (or OPENAI_BASE_URL for an OpenAI-compatible server)",
-    "anthropic": "set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL)",
-    "ollama": "set OLLAMA_HOST",
-}
+PROVIDER_NAMES: tuple[str, ...] = tuple(DESCRIPTORS)
 
 
 class ProviderRegistry:
-    def __init__(self, providers: dict[str, Provider]) -> None:
-        self._providers = providers
+    """One adapter (and one long-lived SDK client) per configured provider, closed together."""
+
+    def __init__(self, providers: Mapping[str, Provider]) -> None:
+        self._providers = dict(providers)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ProviderRegistry:
-        """SDK retries are off: `app.providers.retry` is the only retry layer."""
-        timeout = settings.upstream.timeout_seconds
-        providers: dict[str, Provider] = {}
-        oa = settings.openai
-        if oa.api_key or oa.base_url:
-            key = oa.api_key.get_secret_value() if oa.api_key else _PLACEHOLDER_KEY
-            providers["openai"] = OpenAIProvider(
-                openai.AsyncOpenAI(
-                    api_key=key, base_url=oa.base_url, timeout=timeout, max_retries=0
-                )
-            )
-        an = settings.anthropic
-        if an.api_key or an.base_url:
-            key = an.api_key.get_secret_value() if an.api_key else _PLACEHOLDER_KEY
-            providers["anthropic"] = AnthropicProvider(
-                anthropic.AsyncAnthropic(
-                    api_key=key, base_url=an.base_url, timeout=timeout, max_retries=0
-                ),
-                default_max_tokens=settings.default_max_tokens,
-            )
-        # Ollama needs no key; it is always configured (default host: the local daemon).
-        providers["ollama"] = OllamaProvider(
-            ollama.AsyncClient(host=settings.ollama.host, timeout=httpx.Timeout(timeout))
-        )
-        return cls(providers)
+        built = {name: d.build(settings) for name, d in DESCRIPTORS.items()}
+        return cls({name: p for name, p in built.items() if p is not None})
 
     def get(self, name: str) -> Provider:
         provider = self._providers.get(name)
         if provider is None:
             raise ProviderUnavailable(
-                f"Provider {name!r} is not configured: {_HOW_TO_CONFIGURE[name]}.",
+                f"Provider {name!r} is not configured: {DESCRIPTORS[name].how_to_configure}.",
                 provider=name,
             )
         return provider
@@ -75,10 +38,10 @@ class ProviderRegistry:
     @staticmethod
     def supported_params(name: str) -> frozenset[str]:
         """What a provider accepts, known even when it is not configured (for dry runs)."""
-        return _SUPPORTED_PARAMS[name]
+        return DESCRIPTORS[name].supported_params
 
     def status(self) -> dict[str, bool]:
-        return {name: name in self._providers for name in KNOWN_PROVIDERS}
+        return {name: name in self._providers for name in DESCRIPTORS}
 
     async def aclose(self) -> None:
         for provider in self._providers.values():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -12,6 +12,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 Requirement = Literal["system_prompt", "structured_output", "tools", "streaming"]
+CHARS_PER_TOKEN = 4
+"""A deliberately rough estimate, used only to compare a prompt against a context limit."""
 
 
 class Capabilities(BaseModel):
@@ -84,3 +86,24 @@ class CapabilityCatalog:
     def for_model(self, provider: str, model: str) -> Capabilities:
         entry = self._providers.get(provider)
         return self._build(entry, model) if entry else Capabilities()
+
+    def shortfalls(
+        self,
+        provider: str,
+        model: str,
+        *,
+        requires: Sequence[Requirement] = (),
+        max_tokens: int = 0,
+        prompt_chars: int = 0,
+    ) -> list[str]:
+        """What the model lacks to serve a request, in words for the caller; empty when capable."""
+        caps = self.for_model(provider, model)
+        found = [
+            f"no {need.replace('_', ' ')} support" for need in requires if not caps.supports(need)
+        ]
+        if max_tokens > caps.output_tokens:
+            found.append(f"max_tokens {max_tokens} exceeds its output limit {caps.output_tokens}")
+        needed = prompt_chars // CHARS_PER_TOKEN + max_tokens
+        if needed > caps.context_tokens:
+            found.append(f"~{needed} tokens exceed its context of {caps.context_tokens}")
+        return found

@@ -7,9 +7,8 @@ from typing import ClassVar
 
 from app.config import SelectionSource, Settings
 from app.errors import CapabilityMissing, InvalidModel
+from app.providers.registry import PROVIDER_NAMES
 from app.schemas import ModelChoice
-
-KNOWN_PROVIDERS = ("openai", "anthropic", "ollama")
 
 
 def split_model(model: str) -> tuple[str, str]:
@@ -20,9 +19,9 @@ def split_model(model: str) -> tuple[str, str]:
             f"Model {model!r} must be written 'provider/model', e.g. 'openai/gpt-4o-mini'."
         )
     provider = provider.lower()
-    if provider not in KNOWN_PROVIDERS:
+    if provider not in PROVIDER_NAMES:
         raise InvalidModel(
-            f"Unknown provider {provider!r} in {model!r}; use one of: {', '.join(KNOWN_PROVIDERS)}."
+            f"Unknown provider {provider!r} in {model!r}; use one of: {', '.join(PROVIDER_NAMES)}."
         )
     return provider, name
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import structlog
 from pydantic import ValidationError
 
+from app.catalog.library import SNIPPETS_DIR as SNIPPETS_DIR  # re-exported
 from app.catalog.pattern import split_front_matter
 from app.errors import InvalidPattern
 from app.schemas import Snippet
@@ -15,7 +16,6 @@ from app.snippets.fields import normalise_tags, read_metadata
 
 log = structlog.get_logger(__name__)
 
-SNIPPETS_DIR = "snippets"
 SUFFIX = ".md"
 FRONT_MATTER_KEYS = frozenset({"name", "description", "tags", "metadata"})
 

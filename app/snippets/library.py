@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.errors import InvalidSnippetLabels, SnippetExists, SnippetNotFound
-from app.schemas import Snippet, SnippetIn
+from app.schemas import Snippet, SnippetIn, is_snippet_label
 from app.snippets.fields import has_tag, normalise_tags, read_metadata
 from app.snippets.files import SNIPPETS_DIR, SUFFIX, FileSnippets
-from app.store.db import store_seam
-from app.store.tables import SnippetRow
+from app.store.snippets import SnippetRepository, StoredSnippet
 
 log = structlog.get_logger(__name__)
-
-LABEL = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,47 +25,40 @@ class ComposedSnippets:
     ids: list[str]
 
 
-def _row_tags(row: SnippetRow) -> list[str]:
+def _stored_tags(stored: StoredSnippet) -> list[str]:
     try:
-        return normalise_tags(row.tags)
+        return normalise_tags(stored.tags)
     except ValueError:
-        log.warning("snippet_tags_invalid", snippet=row.identifier, source="database")
+        log.warning("snippet_tags_invalid", snippet=stored.identifier, source="database")
         return []
 
 
-def _from_row(row: SnippetRow) -> Snippet:
-    """A stored row as the API shows it; bad tags or metadata read as empty, never as a failure."""
+def _from_store(stored: StoredSnippet) -> Snippet:
+    """A stored snippet as the API shows it; bad tags or metadata read as empty, never fail."""
     return Snippet(
-        identifier=row.identifier,
-        name=row.name,
-        description=row.description,
-        text=row.text,
-        tags=_row_tags(row),
+        identifier=stored.identifier,
+        name=stored.name,
+        description=stored.description,
+        text=stored.text,
+        tags=_stored_tags(stored),
         metadata=read_metadata(
-            row.meta, identifier=row.identifier, source="database", parse_text=False
+            stored.metadata, identifier=stored.identifier, source="database", parse_text=False
         ),
-        active=row.active,
+        active=stored.active,
         source="database",
     )
 
 
-def _fill(row: SnippetRow, new: SnippetIn) -> None:
-    """Replace every field of the row (no partial updates: snippets have no versions to merge)."""
-    row.name = new.name
-    row.description = new.description
-    row.text = new.text
-    row.tags = normalise_tags(new.tags)
-    row.meta = dict(new.metadata)
-    row.active = new.active
+def _to_store(new: SnippetIn) -> SnippetIn:
+    """Tags are stored normalised, so lookups by tag need no second pass."""
+    return new.model_copy(update={"tags": normalise_tags(new.tags)})
 
 
 class SnippetLibrary:
     """One place to read snippets; the request path reads the database and memory, never files."""
 
-    def __init__(
-        self, *, sessions: async_sessionmaker[AsyncSession], file_roots: list[Path]
-    ) -> None:
-        self._sessions = sessions
+    def __init__(self, *, store: SnippetRepository, file_roots: list[Path]) -> None:
+        self._store = store
         self._file_roots = file_roots
         self._files = FileSnippets(file_roots)
         self.refresh_files()  # usable as soon as built, like the pattern libraries
@@ -81,13 +67,8 @@ class SnippetLibrary:
         """Blocking file I/O: call at start-up or via `asyncio.to_thread`; True when changed."""
         return self._files.refresh()
 
-    @store_seam
-    async def _rows(self, identifiers: Iterable[str] | None = None) -> dict[str, Snippet]:
-        query = select(SnippetRow)
-        if identifiers is not None:
-            query = query.where(SnippetRow.identifier.in_(list(identifiers)))
-        async with self._sessions() as session:
-            return {row.identifier: _from_row(row) for row in await session.scalars(query)}
+    async def _rows(self, identifiers: Sequence[str] | None = None) -> dict[str, Snippet]:
+        return {s.identifier: _from_store(s) for s in await self._store.find(identifiers)}
 
     async def _resolve(self, identifiers: list[str]) -> dict[str, Snippet]:
         """The database row, else the file, for each identifier that has either (active or not)."""
@@ -116,26 +97,16 @@ class SnippetLibrary:
             and (wanted is None or has_tag(snippet.tags, wanted))
         ]
 
-    @store_seam
     async def create(self, new: SnippetIn) -> Snippet:
         """Store a database snippet; one may shadow a file snippet of the same identifier."""
-        exists = SnippetExists(
-            f"Snippet {new.identifier!r} already exists in the database; "
-            f"PUT /v1/snippets/{new.identifier} replaces it."
-        )
-        try:
-            async with self._sessions.begin() as session:
-                if await self._find(session, new.identifier) is not None:
-                    raise exists
-                row = SnippetRow(identifier=new.identifier)
-                _fill(row, new)
-                session.add(row)
-                await session.flush()
-                return _from_row(row)
-        except IntegrityError:
-            raise exists from None
+        stored = await self._store.add(_to_store(new))
+        if stored is None:
+            raise SnippetExists(
+                f"Snippet {new.identifier!r} already exists in the database; "
+                f"PUT /v1/snippets/{new.identifier} replaces it."
+            )
+        return _from_store(stored)
 
-    @store_seam
     async def update(self, identifier: str, new: SnippetIn) -> Snippet:
         """Replace every field; for a file-only snippet this creates the database override.
 
@@ -143,33 +114,18 @@ class SnippetLibrary:
         """
         if new.identifier != identifier:
             raise ValueError(f"body identifier {new.identifier!r} is not {identifier!r}")
-        try:
-            async with self._sessions.begin() as session:
-                row = await self._find(session, identifier)
-                if row is None:
-                    if self._files.get(identifier) is None:
-                        raise SnippetNotFound(
-                            identifier,
-                            f"No snippet {identifier!r} to update; POST /v1/snippets creates one.",
-                        )
-                    row = SnippetRow(identifier=identifier)
-                    session.add(row)
-                _fill(row, new)
-                await session.flush()
-                return _from_row(row)
-        except IntegrityError:
-            raise SnippetExists(
-                f"Snippet {identifier!r} was created concurrently; send the request again."
-            ) from None
+        has_file = self._files.get(identifier) is not None
+        stored = await self._store.replace(_to_store(new), create=has_file)
+        if stored is None:
+            raise SnippetNotFound(
+                identifier, f"No snippet {identifier!r} to update; POST /v1/snippets creates one."
+            )
+        return _from_store(stored)
 
-    @store_seam
     async def delete(self, identifier: str) -> None:
         """Delete the database row; a file snippet behind it, if any, is visible again."""
-        async with self._sessions.begin() as session:
-            row = await self._find(session, identifier)
-            if row is not None:
-                await session.delete(row)
-                return
+        if await self._store.delete(identifier):
+            return
         if self._files.get(identifier) is not None:
             raise SnippetNotFound(
                 identifier,
@@ -179,13 +135,9 @@ class SnippetLibrary:
             )
         raise SnippetNotFound(identifier, f"No database snippet {identifier!r} to delete.")
 
-    @staticmethod
-    async def _find(session: AsyncSession, identifier: str) -> SnippetRow | None:
-        return await session.scalar(select(SnippetRow).where(SnippetRow.identifier == identifier))
-
     async def compose(self, labels: Mapping[str, str]) -> ComposedSnippets:
         """`LABEL:\\ntext` per pair, in order, one blank line apart; all labels checked first."""
-        invalid = [label for label in labels if not LABEL.fullmatch(label)]
+        invalid = [label for label in labels if not is_snippet_label(label)]
         if invalid:
             raise InvalidSnippetLabels(invalid)
         found = await self._resolve(list(dict.fromkeys(labels.values())))

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 import structlog
 from alembic import command
 from alembic.config import Config
@@ -224,22 +224,32 @@ class Database:
         return args
 
     @store_seam
-    async def migrate(self) -> None:
-        """Bring the schema to the newest migration (on a connection without statement timeout)."""
+    async def migrate(self, revision: str = "head") -> None:
+        """Bring the schema up to `revision`, the newest by default."""
+        await self._run_migrations(command.upgrade, revision)
+        log.info("database_migrated", url=self.safe_url, revision=revision)
 
-        def upgrade(connection: Connection) -> None:
+    @store_seam
+    async def downgrade(self, revision: str) -> None:
+        """Take the schema back down to `revision` (an operator's way back from an upgrade)."""
+        await self._run_migrations(command.downgrade, revision)
+        log.info("database_downgraded", url=self.safe_url, revision=revision)
+
+    async def _run_migrations(self, action: Callable[[Config, str], None], revision: str) -> None:
+        """On a connection without statement timeout: migrations may legitimately run long."""
+
+        def run(connection: Connection) -> None:
             config = _alembic_config()
             config.attributes["connection"] = connection
-            command.upgrade(config, "head")
+            action(config, revision)
 
         engine = self.engine if self.is_sqlite else self._engine(for_migrations=True)
         try:
             async with engine.begin() as connection:
-                await connection.run_sync(upgrade)
+                await connection.run_sync(run)
         finally:
             if engine is not self.engine:
                 await engine.dispose()
-        log.info("database_migrated", url=self.safe_url)
 
     @store_seam
     async def schema_is_current(self) -> bool:

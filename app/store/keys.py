@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.auth.keys import NewKey, Scope
 from app.errors import ApiKeyNotFound
 from app.schemas import ApiKeyInfo
 from app.store.db import store_seam
@@ -33,13 +32,16 @@ class ApiKeyRepository:
         self._sessions = sessions
 
     @store_seam
-    async def add(self, new: NewKey, *, name: str, scope: Scope) -> ApiKeyInfo:
+    async def add(
+        self, *, key_id: str, salt: str, digest: str, name: str, scope: str
+    ) -> ApiKeyInfo:
+        """A minted key's public id, salt and digest (app.auth.keys makes them; never the key)."""
         row = ApiKey(
-            id=new.id,
+            id=key_id,
             name=name,
-            scope=scope.value,
-            salt=new.salt,
-            digest=new.digest,
+            scope=scope,
+            salt=salt,
+            digest=digest,
             created_at=dt.datetime.now(dt.UTC),
         )
         async with self._sessions.begin() as session:

@@ -110,8 +110,7 @@ class Job(Base):
     template_id: Mapped[int | None] = mapped_column(Integer)
     template_role: Mapped[str | None] = mapped_column(String(100))
     template_version: Mapped[int | None] = mapped_column(Integer)
-    template_sha256: Mapped[str] = mapped_column(String(71))
-
+    # The source's content hash at job time: what replay proves and drift compares against.
     pattern_content_hash: Mapped[str] = mapped_column(String(71))
     variables_hash: Mapped[str] = mapped_column(String(71))
     user_prompt_hash: Mapped[str] = mapped_column(String(71))

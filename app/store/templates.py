@@ -6,11 +6,11 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.catalog.templates import template_checksum
 from app.errors import TemplateConflict, TemplateNotFound
 from app.schemas import TemplateCreate, TemplateVersion
 from app.store.db import store_seam
 from app.store.tables import PromptTemplate
+from app.tracking import template_checksum
 
 
 def _version(row: PromptTemplate) -> TemplateVersion:

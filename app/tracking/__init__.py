@@ -4,6 +4,7 @@ from app.tracking.fingerprints import (
     canonical_json,
     pattern_content_hash,
     sha256_hex,
+    template_checksum,
     user_prompt_hash,
     variables_hash,
 )
@@ -14,6 +15,7 @@ __all__ = [
     "canonical_json",
     "pattern_content_hash",
     "sha256_hex",
+    "template_checksum",
     "user_prompt_hash",
     "variables_hash",
 ]

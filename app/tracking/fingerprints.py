@@ -50,6 +50,11 @@ def pattern_content_hash(raw: bytes) -> str:
     return sha256_hex(raw)
 
 
+def template_checksum(text: str) -> str:
+    """Hash of a database template version's text: what drift and replay compare against."""
+    return sha256_hex(text.encode("utf-8"))
+
+
 def variables_hash(variables: Mapping[str, Any]) -> str:
     return sha256_hex(canonical_json(variables).encode("utf-8"))
 

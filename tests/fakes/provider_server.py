@@ -29,8 +29,12 @@ Provider = Literal["openai", "anthropic", "ollama"]
 PROVIDERS: tuple[Provider, ...] = ("openai", "anthropic", "ollama")
 
 _ANTHROPIC_ERROR_TYPES = {  # anything else (e.g. 500) is "api_error"
-    400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
     529: "overloaded_error",
 }
 
@@ -62,11 +66,17 @@ class Reply:
     then: Reply | None = None
 
     @classmethod
-    def ok(cls, text: str | None = None, finish: str | None = None,
-           input_tokens: int = 11, output_tokens: int = 7) -> Reply:
+    def ok(
+        cls,
+        text: str | None = None,
+        finish: str | None = None,
+        input_tokens: int = 11,
+        output_tokens: int = 7,
+    ) -> Reply:
         """Success; ``text`` defaults to ``"echo: "`` + the last user message."""
-        return cls("ok", text=text, finish=finish, input_tokens=input_tokens,
-                   output_tokens=output_tokens)
+        return cls(
+            "ok", text=text, finish=finish, input_tokens=input_tokens, output_tokens=output_tokens
+        )
 
     @classmethod
     def error(
@@ -105,13 +115,19 @@ def _last_user_text(body: dict[str, Any]) -> str:
 
 def _error_body(provider: Provider, status: int, message: str, n: int) -> dict[str, Any]:
     if provider == "openai":
-        etype = "server_error" if status >= 500 else (
-            "requests" if status == 429 else "invalid_request_error")
+        etype = (
+            "server_error"
+            if status >= 500
+            else ("requests" if status == 429 else "invalid_request_error")
+        )
         return {"error": {"message": message, "type": etype, "param": None, "code": None}}
     if provider == "anthropic":
         etype = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
-        return {"type": "error", "error": {"type": etype, "message": message},
-                "request_id": f"req_fake_{n}"}
+        return {
+            "type": "error",
+            "error": {"type": etype, "message": message},
+            "request_id": f"req_fake_{n}",
+        }
     return {"error": message}
 
 
@@ -120,13 +136,24 @@ def _success(provider: Provider, reply: Reply, body: dict[str, Any], n: int) -> 
     model = body.get("model", "fake-model")
     i, o = reply.input_tokens, reply.output_tokens
     if provider == "openai":
-        return JSONResponse({
-            "id": f"chatcmpl-fake-{n}", "object": "chat.completion",
-            "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "finish_reason": reply.finish or "stop", "logprobs": None,
-                         "message": {"role": "assistant", "content": text, "refusal": None}}],
-            "usage": {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o},
-        }, headers={"x-request-id": f"req_fake_{n}"})
+        return JSONResponse(
+            {
+                "id": f"chatcmpl-fake-{n}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": reply.finish or "stop",
+                        "logprobs": None,
+                        "message": {"role": "assistant", "content": text, "refusal": None},
+                    }
+                ],
+                "usage": {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o},
+            },
+            headers={"x-request-id": f"req_fake_{n}"},
+        )
     if provider == "anthropic":
         content: list[dict[str, Any]] = [{"type": "text", "text": text}]
         stop = reply.finish or "end_turn"
@@ -136,22 +163,40 @@ def _success(provider: Provider, reply: Reply, body: dict[str, Any], n: int) -> 
                 tool_input = json.loads(text)
             except ValueError:
                 tool_input = {}
-            content = [{"type": "tool_use", "id": f"toolu_fake_{n}", "name": forced["name"],
-                        "input": tool_input if isinstance(tool_input, dict) else {}}]
+            content = [
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_fake_{n}",
+                    "name": forced["name"],
+                    "input": tool_input if isinstance(tool_input, dict) else {},
+                }
+            ]
             stop = reply.finish or "tool_use"
-        return JSONResponse({
-            "id": f"msg_fake_{n}", "type": "message", "role": "assistant", "model": model,
-            "content": content,
-            "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": i, "output_tokens": o},
-        }, headers={"request-id": f"req_fake_{n}"})
+        return JSONResponse(
+            {
+                "id": f"msg_fake_{n}",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": content,
+                "stop_reason": stop,
+                "stop_sequence": None,
+                "usage": {"input_tokens": i, "output_tokens": o},
+            },
+            headers={"request-id": f"req_fake_{n}"},
+        )
     payload = {
         "model": model,
         "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "message": {"role": "assistant", "content": text},
-        "done": True, "done_reason": reply.finish or "stop",
-        "total_duration": 1, "load_duration": 1, "prompt_eval_count": i,
-        "prompt_eval_duration": 1, "eval_count": o, "eval_duration": 1,
+        "done": True,
+        "done_reason": reply.finish or "stop",
+        "total_duration": 1,
+        "load_duration": 1,
+        "prompt_eval_count": i,
+        "prompt_eval_duration": 1,
+        "eval_count": o,
+        "eval_duration": 1,
     }
     if body.get("stream") is True:  # the SDK reads NDJSON lines until done=true
         return Response(json.dumps(payload) + "\n", media_type="application/x-ndjson")
@@ -169,12 +214,14 @@ class FakeProviderServer:
         self._counter = 0
         self._closing = asyncio.Event()  # binds to the server loop on first use
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.app = Starlette(routes=[
-            Route("/v1/chat/completions", self._handler("openai"), methods=["POST"]),
-            Route("/v1/messages", self._handler("anthropic"), methods=["POST"]),
-            Route("/api/chat", self._handler("ollama"), methods=["POST"]),
-            Route("/api/tags", self._tags, methods=["GET"]),
-        ])
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._handler("openai"), methods=["POST"]),
+                Route("/v1/messages", self._handler("anthropic"), methods=["POST"]),
+                Route("/api/chat", self._handler("ollama"), methods=["POST"]),
+                Route("/api/tags", self._tags, methods=["GET"]),
+            ]
+        )
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -231,9 +278,14 @@ class FakeProviderServer:
             with self._lock:
                 self._counter += 1
                 n = self._counter
-                self._requests.append(RecordedRequest(
-                    provider, request.url.path, {k.lower(): v for k, v in request.headers.items()},
-                    body if isinstance(body, dict) else {}))
+                self._requests.append(
+                    RecordedRequest(
+                        provider,
+                        request.url.path,
+                        {k.lower(): v for k, v in request.headers.items()},
+                        body if isinstance(body, dict) else {},
+                    )
+                )
                 queue = self._queues[provider]
                 reply = queue.popleft() if queue else Reply.ok()
             if not isinstance(body, dict):
@@ -243,10 +295,15 @@ class FakeProviderServer:
                 reply = reply.then or Reply.ok()
             if reply.kind == "ok":
                 return _success(provider, reply, body, n)
-            rid = {"openai": {"x-request-id": f"req_fake_{n}"},
-                   "anthropic": {"request-id": f"req_fake_{n}"}}.get(provider, {})
-            content = (reply.json_body if reply.kind == "raw"
-                       else _error_body(provider, reply.status, reply.message, n))
+            rid = {
+                "openai": {"x-request-id": f"req_fake_{n}"},
+                "anthropic": {"request-id": f"req_fake_{n}"},
+            }.get(provider, {})
+            content = (
+                reply.json_body
+                if reply.kind == "raw"
+                else _error_body(provider, reply.status, reply.message, n)
+            )
             return JSONResponse(content, reply.status, headers={**rid, **reply.headers})
 
         return handle
@@ -261,11 +318,21 @@ def running_fake_provider() -> Iterator[FakeProviderServer]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(fake.app, host="127.0.0.1", port=port, log_level="warning",
-                            lifespan="off", loop="asyncio", timeout_graceful_shutdown=5)
+    config = uvicorn.Config(
+        fake.app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="off",
+        loop="asyncio",
+        timeout_graceful_shutdown=5,
+    )
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=lambda: asyncio.run(fake._serve(server, sock)),
-                              name="fake-provider-server", daemon=True)
+    thread = threading.Thread(
+        target=lambda: asyncio.run(fake._serve(server, sock)),
+        name="fake-provider-server",
+        daemon=True,
+    )
     thread.start()
     try:
         deadline = time.monotonic() + 10

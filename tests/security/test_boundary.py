@@ -6,6 +6,7 @@ would), so the server's own JSON parser sees exactly what a hostile client sends
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -28,7 +29,7 @@ Put = Callable[[dict[str, Any], str], dict[str, Any]]
 
 def _with(base: dict[str, Any], change: Callable[[dict[str, Any], str], None]) -> Put:
     def build(_: dict[str, Any], bad: str) -> dict[str, Any]:
-        body = json.loads(json.dumps(base))
+        body = copy.deepcopy(base)
         change(body, bad)
         return body
 

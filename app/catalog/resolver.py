@@ -1,0 +1,119 @@
+"""SourceResolver: the pattern file, database template or fallback a request names, rendered.
+
+Every render runs on the bounded TemplateRenderer, never on the event loop. Template versions
+come through the small `TemplateVersions` protocol, so the catalog does not depend on the store.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+import structlog
+
+from app.catalog.catalog import PatternCatalog
+from app.catalog.renderer import TemplateRenderer
+from app.catalog.source import DATABASE_BASE_PATH, RenderedSource
+from app.catalog.templates import FALLBACK_SHA256, render_fallback, render_template_version
+from app.schemas import RenderRequest, TemplateRef, TemplateVersion
+
+log = structlog.get_logger(__name__)
+
+
+class TemplateVersions(Protocol):
+    """What resolution needs from the template registry (`app.store.templates` provides it)."""
+
+    def get(self, name: str, role: str, version: int) -> Awaitable[TemplateVersion]: ...
+
+    def get_active(self, name: str, role: str) -> Awaitable[TemplateVersion | None]: ...
+
+
+class SourceResolver:
+    """Turns a request's source (pattern key or template reference) into a RenderedSource."""
+
+    def __init__(
+        self,
+        *,
+        patterns: PatternCatalog,
+        templates: TemplateVersions,
+        renderer: TemplateRenderer,
+        on_fallback: Callable[[str], None] = lambda role: None,
+    ) -> None:
+        self._patterns = patterns
+        self._templates = templates
+        self._renderer = renderer
+        self._on_fallback = on_fallback  # counts fallbacks per role (a metric), told the role
+
+    async def resolve(self, request: RenderRequest) -> RenderedSource:
+        if request.pattern_key is not None:
+            return await self.pattern(request.pattern_key, request.variables, request.user_prompt)
+        assert request.template is not None  # RenderRequest guarantees exactly one source
+        return await self.template(request.template, request.variables, request.user_prompt)
+
+    async def pattern(
+        self, name: str, variables: Mapping[str, Any], user_prompt: str
+    ) -> RenderedSource:
+        """A pattern file; with a `user_template` its last block is the user message."""
+        render = functools.partial(
+            self._patterns.apply_template, name, variables, user_prompt=user_prompt
+        )
+        rendered = await self._renderer.run(name, render)
+        pattern, meta = rendered.pattern, rendered.pattern.meta
+        examples, user = rendered.messages, user_prompt
+        if meta.user_template:
+            examples, user = rendered.messages[:-1], rendered.messages[-1].content
+        return RenderedSource(
+            kind="pattern",
+            name=pattern.name,
+            base_path=pattern.base_path,
+            content_hash=pattern.content_hash,
+            system=rendered.system,
+            variables=rendered.variables,
+            user=user,
+            examples=examples,
+            output_schema=pattern.output_schema,
+            requires=tuple(meta.requires),
+            snippet_labels=tuple(meta.snippets),
+            model_hint=meta.model_hint,
+            params=meta.params,
+        )
+
+    async def template(
+        self, ref: TemplateRef, variables: Mapping[str, Any], user_prompt: str
+    ) -> RenderedSource:
+        """A pinned or the active template version; the fallback prompt when none is active."""
+        version: TemplateVersion | None
+        if ref.version is not None:
+            version = await self._templates.get(ref.name, ref.role, ref.version)
+        else:
+            version = await self._templates.get_active(ref.name, ref.role)
+        if version is None:
+            self._on_fallback(ref.role)
+            log.info("template_fallback", template=ref.name, role=ref.role)
+            return RenderedSource(
+                kind="fallback",
+                name=ref.name,
+                base_path=DATABASE_BASE_PATH,
+                content_hash=FALLBACK_SHA256,
+                system=await self._renderer.run(
+                    ref.name, functools.partial(render_fallback, ref.role, variables)
+                ),
+                variables=dict(variables),
+                user=user_prompt,
+                role=ref.role,
+            )
+        return RenderedSource(
+            kind="template",
+            name=version.name,
+            base_path=DATABASE_BASE_PATH,
+            content_hash=version.checksum,
+            system=await self._renderer.run(
+                version.name, functools.partial(render_template_version, version, variables)
+            ),
+            variables=dict(variables),
+            user=user_prompt,
+            template_id=version.id,
+            role=version.role,
+            version=version.version,
+        )

@@ -1,0 +1,143 @@
+"""PromptPreparer: resolve → compose snippets → choose a capable model → assemble → provenance.
+
+Everything a completion does before it records and calls, and all a replay needs to rebuild a
+historical prompt; both use this one component, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+
+from app.catalog.resolver import SourceResolver
+from app.catalog.source import RenderedSource
+from app.errors import MissingSnippets
+from app.prompts.assembler import InstructionContext, PromptAssembler, TaskInstructions
+from app.routing.capabilities import CapabilityCatalog
+from app.routing.policy import ModelSelectionPolicy
+from app.schemas import (
+    ModelChoice,
+    ModelParams,
+    Provenance,
+    RenderedPrompt,
+    RenderRequest,
+    RenderResult,
+)
+from app.snippets import ComposedSnippets, SnippetLibrary
+from app.tracking import build_provenance
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A request made ready to send: what was rendered, for which model, and its fingerprints."""
+
+    source: RenderedSource
+    snippets: ComposedSnippets
+    prompt: RenderedPrompt
+    choice: ModelChoice
+    params: ModelParams
+    provenance: Provenance
+    native_schema: bool  # the provider enforces `source.output_schema` itself
+
+    def as_render_result(self) -> RenderResult:
+        """The dry-run answer (POST /v1/render, `genai render`)."""
+        return RenderResult(
+            prompt=self.prompt,
+            params=self.params,
+            model_choice=self.choice,
+            provenance=self.provenance,
+        )
+
+
+class PromptPreparer:
+    def __init__(
+        self,
+        *,
+        resolver: SourceResolver,
+        snippets: SnippetLibrary,
+        policy: ModelSelectionPolicy,
+        capabilities: CapabilityCatalog,
+        assembler: PromptAssembler,
+        supported_params: Callable[[str], frozenset[str]],
+        default_params: ModelParams,
+    ) -> None:
+        self._resolver = resolver
+        self._snippets = snippets
+        self._policy = policy
+        self._capabilities = capabilities
+        self._assembler = assembler
+        self._supported_params = supported_params  # per provider, known even when unconfigured
+        self._default_params = default_params
+
+    async def prepare(self, request: RenderRequest) -> Prepared:
+        source = await self._resolver.resolve(request)
+        snippets = await self._compose(request, source)
+        system = "\n\n".join(part for part in (snippets.text, source.system) if part)
+        task = TaskInstructions(
+            task=source.name, system=system, examples=source.examples, user=source.user
+        )
+        prompt_chars = len(system) + len(source.user) + sum(len(m.content) for m in task.examples)
+
+        def shortfalls(choice: ModelChoice) -> list[str]:
+            return self._capabilities.shortfalls(
+                choice.provider,
+                choice.name,
+                requires=source.requires,
+                max_tokens=self._params_for(choice, source, request).max_tokens or 0,
+                prompt_chars=prompt_chars,
+            )
+
+        first = self._policy.choose_model(request.model, source.model_hint)
+        choice = self._policy.choose_capable(first, shortfalls)
+        structlog.contextvars.bind_contextvars(
+            pattern=source.provenance_name, provider=choice.provider, model=choice.name
+        )
+        capabilities = self._capabilities.for_model(choice.provider, choice.name)
+        native = source.output_schema is not None and capabilities.supports_structured_output
+        context = InstructionContext(
+            provider=choice.provider,
+            task=source.name,
+            capabilities=capabilities,
+            output_schema=source.output_schema,
+            native_structured_output=native,
+        )
+        provenance = build_provenance(
+            pattern_name=source.provenance_name,
+            pattern_base_path=source.base_path,
+            pattern_content_hash=source.content_hash,
+            variables=source.variables,
+            user_prompt=request.user_prompt,
+            provider=choice.provider,
+            model=choice.name,
+            snippet_ids=snippets.ids,
+        )
+        return Prepared(
+            source=source,
+            snippets=snippets,
+            prompt=self._assembler.assemble(task, context, request.instructions),
+            choice=choice,
+            params=self._params_for(choice, source, request),
+            provenance=provenance,
+            native_schema=native,
+        )
+
+    async def _compose(self, request: RenderRequest, source: RenderedSource) -> ComposedSnippets:
+        """The request's snippets; every label the source declares must be among them."""
+        missing = [label for label in source.snippet_labels if label not in request.snippets]
+        if missing:
+            raise MissingSnippets(source.name, missing)
+        if not request.snippets:
+            return ComposedSnippets(text="", ids=[])
+        return await self._snippets.compose(request.snippets)
+
+    def _params_for(
+        self, choice: ModelChoice, source: RenderedSource, request: RenderRequest
+    ) -> ModelParams:
+        """Request > pattern > configured defaults, minus what the provider refuses."""
+        return (
+            self._default_params.overlay(source.params)
+            .overlay(request.params)
+            .only(self._supported_params(choice.provider))
+        )

@@ -1,0 +1,84 @@
+"""The bounded validate-and-repair loop for structured output.
+
+Each invalid answer is sent back with targeted feedback (`repair_feedback`) until one validates
+or the budget is spent. Every finished try is an `Attempt`, kept by the loop even when a later
+try fails, so the audit trail records what the model answered whatever the outcome.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from app.errors import StructuredOutputInvalid
+from app.prompts.structured import Attempt, repair_feedback, validate_output
+from app.providers import ProviderReply
+from app.schemas import Message, StructuredOutcome, Usage
+
+ModelCall = Callable[[tuple[Message, ...]], Awaitable[ProviderReply]]
+"""One provider call (retries included) for the given conversation."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The reply the caller gets (usage summed over every try), parsed when there is a schema."""
+
+    reply: ProviderReply
+    parsed: Any | None = None
+    outcome: StructuredOutcome | None = None
+    attempts: tuple[Attempt, ...] = ()
+
+
+class RepairLoop:
+    """One completion's tries. Without a schema it is a single call and records no attempts."""
+
+    def __init__(
+        self,
+        *,
+        schema: Mapping[str, Any] | None,
+        native: bool,
+        max_attempts: int,
+        provider: str,
+    ) -> None:
+        self.schema = schema
+        self.mode: Literal["native", "instructions"] = "native" if native else "instructions"
+        self.limit = max(1, max_attempts) if schema is not None else 1
+        self.provider = provider
+        self._attempts: tuple[Attempt, ...] = ()
+
+    @property
+    def attempts(self) -> tuple[Attempt, ...]:
+        """Every finished try so far: what the audit records when the call fails or is cancelled."""
+        return self._attempts
+
+    async def run(self, call: ModelCall, messages: Sequence[Message]) -> Answer:
+        conversation = tuple(messages)
+        if self.schema is None:
+            return Answer(await call(conversation))
+        usage = Usage(input_tokens=0, output_tokens=0, total_tokens=0)
+        for number in range(1, self.limit + 1):
+            reply = await call(conversation)
+            usage = usage.plus(reply.usage)
+            validation = validate_output(self.schema, reply.text, reply.payload)
+            self._attempts += (Attempt(number, validation.valid, validation.issues, reply.text),)
+            if validation.valid:
+                outcome = StructuredOutcome(valid=True, attempts=number, mode=self.mode)
+                # What the caller pays for: usage summed over every attempt.
+                return Answer(
+                    dataclasses.replace(reply, usage=usage),
+                    validation.parsed,
+                    outcome,
+                    self._attempts,
+                )
+            conversation += (
+                Message(role="assistant", content=reply.text),
+                Message(role="user", content=repair_feedback(validation)),
+            )
+        raise StructuredOutputInvalid(
+            f"The model's answer did not match the output schema after {self.limit} attempts.",
+            provider=self.provider,
+            attempts=self.limit,
+            issues=validation.issues.model_dump(),
+        )

@@ -1,0 +1,136 @@
+"""Readiness: can this process serve completions now? One component answers /readyz.
+
+It asks each part for its own state (patterns, providers, the audit store and its backlog) and
+never reaches through another component, so /readyz depends on it alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.catalog import PatternCatalog
+from app.errors import StoreUnavailable
+from app.providers import ProviderRegistry
+
+
+class AuditBacklog(Protocol):
+    """The audit writer's queue, as readiness sees it."""
+
+    @property
+    def backlog(self) -> int: ...
+
+    @property
+    def stuck(self) -> bool: ...
+
+
+class _Report(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PatternsReadiness(_Report):
+    count: int
+    missing_roots: list[str]
+    invalid: dict[str, list[str]]
+
+
+class AuthReadiness(_Report):
+    enabled: bool
+    warning: str | None = Field(default=None, exclude_if=lambda warning: warning is None)
+
+
+class DatabaseReadiness(_Report):
+    reachable: bool
+    schema_current: bool | None
+    audit_backlog: int
+    audit_backlog_stuck: bool = Field(
+        description="Queued audit records have not drained for GENAI_AUDIT__STUCK_AFTER_SECONDS."
+    )
+
+
+class ReadinessReport(_Report):
+    """The /readyz body: 200 when `status` is ready, else 503."""
+
+    status: Literal["ready", "not_ready"]
+    patterns: PatternsReadiness
+    providers: dict[str, bool]
+    auth: AuthReadiness
+    database: DatabaseReadiness
+
+    @property
+    def ready(self) -> bool:
+        return self.status == "ready"
+
+
+class Readiness:
+    def __init__(
+        self,
+        *,
+        patterns: PatternCatalog,
+        providers: ProviderRegistry,
+        schema_is_current: Callable[[], Awaitable[bool]],
+        store_probe: Callable[[], Awaitable[None]],
+        audit_backlog: AuditBacklog,
+        auth_disabled: bool,
+        probe_timeout_seconds: float,
+    ) -> None:
+        self._patterns = patterns
+        self._providers = providers
+        self._schema_is_current = schema_is_current
+        self._store_probe = store_probe  # raises StoreUnavailable when records cannot be written
+        self._audit_backlog = audit_backlog
+        self._auth_disabled = auth_disabled
+        self._probe_timeout_seconds = probe_timeout_seconds
+
+    async def _store(self) -> tuple[bool, bool | None]:
+        """(reachable, schema current); bounded: a locked table or a silent server fails the
+        probe, never hangs it."""
+        try:
+            async with asyncio.timeout(self._probe_timeout_seconds):
+                schema_current = await self._schema_is_current()
+                await self._store_probe()
+        except (StoreUnavailable, TimeoutError):
+            return False, None
+        return True, schema_current
+
+    def _auth(self) -> AuthReadiness:
+        if not self._auth_disabled:
+            return AuthReadiness(enabled=True)
+        return AuthReadiness(
+            enabled=False,
+            warning="GENAI_AUTH_DISABLED is set: every /v1 route answers anyone as admin.",
+        )
+
+    async def check(self) -> ReadinessReport:
+        missing_roots = self._patterns.missing_roots()
+        names = self._patterns.names()
+        providers = self._providers.status()
+        reachable, schema_current = await self._store()
+        stuck = self._audit_backlog.stuck
+        ready = (
+            not stuck
+            and not missing_roots
+            and bool(names)
+            and any(providers.values())
+            and reachable
+            and bool(schema_current)
+        )
+        return ReadinessReport(
+            status="ready" if ready else "not_ready",
+            patterns=PatternsReadiness(
+                count=len(names),
+                missing_roots=missing_roots,
+                invalid={name: p.problems for name, p in self._patterns.problems().items()},
+            ),
+            providers=providers,
+            auth=self._auth(),
+            database=DatabaseReadiness(
+                reachable=reachable,
+                schema_current=schema_current,
+                audit_backlog=self._audit_backlog.backlog,
+                audit_backlog_stuck=stuck,
+            ),
+        )

@@ -1,0 +1,72 @@
+"""The yardstick: a bare FastAPI app whose one route passes a chat request to AsyncOpenAI.
+
+One client is built at start-up (lifespan) and closed at shutdown; no retries. Served by the
+harness as `uvicorn bench.baseline:app` (one worker, uvloop and httptools, no access log), the
+same server set-up `genai serve` uses. The upstream is read from BENCH_UPSTREAM_URL.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from openai import AsyncOpenAI
+from pydantic import BaseModel
+
+
+class ChatIn(BaseModel):
+    """The already-rendered prompt: what the service sends upstream after its own rendering."""
+
+    model: str
+    system: str
+    user_prompt: str
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+class ChatOut(BaseModel):
+    text: str | None
+    model: str
+    finish_reason: str
+    input_tokens: int
+    output_tokens: int
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    client = AsyncOpenAI(
+        base_url=os.environ["BENCH_UPSTREAM_URL"].rstrip("/") + "/v1",
+        api_key="sk-bench",
+        max_retries=0,
+    )
+    app.state.client = client
+    yield
+    await client.close()
+
+
+app = FastAPI(lifespan=lifespan)
+
+
+@app.post("/v1/chat")
+async def chat(body: ChatIn, request: Request) -> ChatOut:
+    client: AsyncOpenAI = request.app.state.client
+    completion = await client.chat.completions.create(
+        model=body.model,
+        messages=[
+            {"role": "system", "content": body.system},
+            {"role": "user", "content": body.user_prompt},
+        ],
+        temperature=body.temperature,
+        max_tokens=body.max_tokens,
+    )
+    choice = completion.choices[0]
+    usage = completion.usage
+    return ChatOut(
+        text=choice.message.content,
+        model=completion.model,
+        finish_reason=choice.finish_reason,
+        input_tokens=usage.prompt_tokens if usage else 0,
+        output_tokens=usage.completion_tokens if usage else 0,
+    )

@@ -1,0 +1,230 @@
+"""A loopback upstream that answers the OpenAI, Anthropic and Ollama chat APIs at once.
+
+It is the provider behind every benchmarked server, so it must never be the bottleneck: a raw
+asyncio HTTP/1.1 keep-alive protocol (uvloop when installed), no framework, one process.
+
+    python -m bench.upstream [--port 0] [--latency-ms 0]
+
+It prints `PORT <n>` on stdout once it listens. Routes: POST /v1/chat/completions (OpenAI),
+POST /v1/messages (Anthropic), POST /api/chat and GET /api/tags (Ollama), GET /healthz.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+ANSWER = "Refunds for duplicate charges go back to the original card within 5-7 working days."
+_REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 411: b"Length Required"}
+_counter = itertools.count(1)
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    for message in reversed(body.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else ""
+    return ""
+
+
+def _openai(body: dict[str, Any], n: int) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    return {
+        "id": f"chatcmpl-bench-{n}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "bench-model"),
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "logprobs": None,
+                "message": {"role": "assistant", "content": ANSWER, "refusal": None},
+            }
+        ],
+        "usage": {"prompt_tokens": 412, "completion_tokens": 19, "total_tokens": 431},
+    }, [("x-request-id", f"req_bench_{n}")]
+
+
+def _anthropic(body: dict[str, Any], n: int) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    return {
+        "id": f"msg_bench_{n}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", "bench-model"),
+        "content": [{"type": "text", "text": ANSWER}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 412, "output_tokens": 19},
+    }, [("request-id", f"req_bench_{n}")]
+
+
+def _ollama(body: dict[str, Any], n: int) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    return {
+        "model": body.get("model", "bench-model"),
+        "created_at": "2026-01-01T00:00:00.000000Z",
+        "message": {"role": "assistant", "content": ANSWER},
+        "done": True,
+        "done_reason": "stop",
+        "total_duration": 1,
+        "load_duration": 1,
+        "prompt_eval_count": 412,
+        "prompt_eval_duration": 1,
+        "eval_count": 19,
+        "eval_duration": 1,
+    }, []
+
+
+_CHAT_ROUTES: dict[bytes, Callable[..., tuple[dict[str, Any], list[tuple[str, str]]]]] = {
+    b"/v1/chat/completions": _openai,
+    b"/chat/completions": _openai,
+    b"/v1/messages": _anthropic,
+    b"/api/chat": _ollama,
+}
+
+
+def _response(status: int, payload: bytes, headers: list[tuple[str, str]], ctype: str) -> bytes:
+    head = [b"HTTP/1.1 %d %s" % (status, _REASONS.get(status, b"Error"))]
+    head.append(b"content-type: " + ctype.encode())
+    head.append(b"content-length: %d" % len(payload))
+    head.extend(f"{k}: {v}".encode() for k, v in headers)
+    return b"\r\n".join(head) + b"\r\n\r\n" + payload
+
+
+def answer(method: bytes, path: bytes, raw_body: bytes) -> bytes:
+    """The full HTTP response for one request."""
+    path = path.split(b"?", 1)[0]
+    if method == b"GET" and path in (b"/healthz", b"/api/tags"):
+        payload = b'{"models": []}' if path == b"/api/tags" else b'{"status": "ok"}'
+        return _response(200, payload, [], "application/json")
+    route = _CHAT_ROUTES.get(path) if method == b"POST" else None
+    if route is None:
+        return _response(404, b'{"error": {"message": "no such route"}}', [], "application/json")
+    try:
+        body = json.loads(raw_body)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return _response(400, b'{"error": {"message": "body is not JSON"}}', [], "application/json")
+    answer_body, headers = route(body, next(_counter))
+    if route is _ollama and body.get("stream") is True:  # the SDK reads NDJSON until done
+        return _response(200, json.dumps(answer_body).encode() + b"\n", [], "application/x-ndjson")
+    if body.get("stream") is True:
+        message = b'{"error": {"message": "the bench upstream does not stream"}}'
+        return _response(400, message, headers, "application/json")
+    return _response(200, json.dumps(answer_body).encode(), headers, "application/json")
+
+
+class UpstreamProtocol(asyncio.Protocol):
+    """HTTP/1.1 with keep-alive and Content-Length or chunked bodies; nothing else."""
+
+    def __init__(self, latency_s: float) -> None:
+        self._latency_s = latency_s
+        self._buffer = bytearray()
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer.extend(data)
+        while (request := self._next_request()) is not None:
+            response, close = request
+            self._send(response, close)
+
+    def _send(self, response: bytes, close: bool) -> None:
+        if self._latency_s > 0:
+            loop = asyncio.get_running_loop()
+            loop.call_later(self._latency_s, self._write, response, close)
+        else:
+            self._write(response, close)
+
+    def _write(self, response: bytes, close: bool) -> None:
+        if self._transport is None:
+            return
+        self._transport.write(response)
+        if close:
+            self._transport.close()
+
+    def _next_request(self) -> tuple[bytes, bool] | None:
+        end = self._buffer.find(b"\r\n\r\n")
+        if end < 0:
+            return None
+        lines = bytes(self._buffer[:end]).split(b"\r\n")
+        method, path, _ = [*lines[0].split(b" ", 2), b"", b""][:3]
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            headers[name.strip().lower()] = value.strip()
+        start = end + 4
+        if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
+            decoded = self._dechunk(start)
+            if decoded is None:
+                return None
+            body, consumed = decoded
+        else:
+            length = int(headers.get(b"content-length", b"0") or 0)
+            if len(self._buffer) < start + length:
+                return None
+            body, consumed = bytes(self._buffer[start : start + length]), start + length
+        del self._buffer[:consumed]
+        close = headers.get(b"connection", b"").lower() == b"close"
+        return answer(method, path, body), close
+
+    def _dechunk(self, start: int) -> tuple[bytes, int] | None:
+        body = bytearray()
+        at = start
+        while True:
+            line_end = self._buffer.find(b"\r\n", at)
+            if line_end < 0:
+                return None
+            size = int(bytes(self._buffer[at:line_end]).split(b";")[0], 16)
+            chunk_start = line_end + 2
+            if len(self._buffer) < chunk_start + size + 2:
+                return None
+            if size == 0:
+                return bytes(body), chunk_start + 2
+            body.extend(self._buffer[chunk_start : chunk_start + size])
+            at = chunk_start + size + 2
+
+
+async def serve(port: int, latency_s: float) -> None:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(
+        lambda: UpstreamProtocol(latency_s), "127.0.0.1", port, backlog=1024, reuse_address=True
+    )
+    print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    async with server:
+        await stop.wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed).")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="Fixed delay per answer.")
+    args = parser.parse_args(argv)
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    try:
+        asyncio.run(serve(args.port, args.latency_ms / 1000))
+    except OSError as exc:
+        sys.exit(f"bench upstream: cannot listen on 127.0.0.1:{args.port}: {exc}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""Prove the bench upstream speaks each provider's API as the official SDKs read it.
+
+    python -m bench.upstream_check http://127.0.0.1:<port>
+
+Exits non-zero, naming the SDK, when one of them cannot parse an answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import anthropic
+import ollama
+import openai
+
+from bench.upstream import ANSWER
+
+MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello?"}]
+
+
+async def check(base_url: str) -> list[str]:
+    """One call through each SDK; the problems found (empty when all three parse)."""
+    problems: list[str] = []
+    async with openai.AsyncOpenAI(
+        base_url=f"{base_url}/v1", api_key="sk-bench", max_retries=0
+    ) as oa:
+        completion = await oa.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=MESSAGES,
+            max_tokens=50,  # type: ignore[arg-type]
+        )
+        if completion.choices[0].message.content != ANSWER or completion.usage is None:
+            problems.append(f"openai: unexpected {completion!r}")
+    async with anthropic.AsyncAnthropic(base_url=base_url, api_key="sk-bench", max_retries=0) as an:
+        message = await an.messages.create(
+            model="claude-sonnet-4-6",
+            system="Be brief.",
+            messages=[{"role": "user", "content": "Hello?"}],
+            max_tokens=50,
+        )
+        block = message.content[0]
+        if getattr(block, "text", None) != ANSWER or message.usage.output_tokens != 19:
+            problems.append(f"anthropic: unexpected {message!r}")
+    reply = await ollama.AsyncClient(host=base_url).chat(model="llama3.2", messages=MESSAGES)
+    if reply.message.content != ANSWER or not reply.done:
+        problems.append(f"ollama: unexpected {reply!r}")
+    return problems
+
+
+def main() -> None:
+    problems = asyncio.run(check(sys.argv[1].rstrip("/")))
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        sys.exit(1)
+    print("openai, anthropic and ollama SDKs parse the bench upstream")
+
+
+if __name__ == "__main__":
+    main()
