@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from app.auth.keys import Scope
 from app.cli_runner import run
-from app.runtime import Runtime
 from app.schemas import ApiKeyCreated, ApiKeyInfo
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
 
 keys_cli = typer.Typer(help="API keys and their scopes.", no_args_is_help=True)
 

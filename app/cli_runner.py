@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 from pydantic import ValidationError
@@ -22,8 +22,10 @@ from typer.core import TyperGroup
 from app.config import Settings, get_settings
 from app.error_body import error_body, error_json
 from app.errors import ConfigurationError, GenAIError
-from app.runtime import Runtime, build_runtime
 from app.store.db import check_reachable
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
 
 T = TypeVar("T")
 
@@ -34,7 +36,7 @@ def run(work: Callable[[Runtime], Awaitable[T]], settings: Settings | None = Non
     async def main() -> T:
         resolved = settings or get_settings()
         await check_reachable(resolved)  # one operator line, not a traceback, when it is down
-        runtime = await build_runtime(resolved)
+        runtime = await _build_runtime(resolved)
         try:
             return await work(runtime)
         finally:
@@ -72,3 +74,10 @@ class OperatorErrors(TyperGroup):
             for line in operator_lines(exc):
                 typer.echo(line, err=True)
             raise typer.Exit(code=2) from None
+
+
+async def _build_runtime(settings: Settings) -> Runtime:
+    # Imported here, not at the top: the SDKs and the store load only for commands that need them.
+    from app.runtime import build_runtime
+
+    return await build_runtime(settings)

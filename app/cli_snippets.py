@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from app.cli_runner import run
-from app.runtime import Runtime
 from app.schemas import SnippetIn
 from app.snippets.fields import normalise_tags
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
 
 snippets_cli = typer.Typer(
     help="Reusable prompt fragments (database; file snippets are read-only).",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -13,10 +13,12 @@ from app.catalog.templates import check_new_template
 from app.cli_runner import run
 from app.config import Settings, get_settings
 from app.errors import ConfigurationError, StoreUnavailable
-from app.runtime import Runtime
 from app.schemas import DriftReport, TemplateCreate
 from app.store.db import DATABASE_URL_SETTING, Database, describe_storage_error
 from app.store.secrets import new_key_text
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
 
 db_cli = typer.Typer(help="The audit store: migrations and keys.", no_args_is_help=True)
 templates_cli = typer.Typer(help="Versioned database templates.", no_args_is_help=True)

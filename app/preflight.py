@@ -6,19 +6,22 @@ Each step raises ConfigurationError(setting, problem); the CLI prints it as one 
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from app.auth.banner import announce_first_admin_key
 from app.config import Settings
 from app.errors import ConfigurationError, GenAIError, StoreUnavailable
-from app.runtime import Runtime, build_runtime
 from app.store.db import DATABASE_URL_SETTING, check_reachable, describe_storage_error
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
 
 
 async def _start(settings: Settings) -> Runtime:
     """Everything the service builds at start: keys, migrations (when auto-migrating), the
     pattern catalog, providers and the model policy."""
     try:
-        return await build_runtime(settings)
+        return await _build_runtime(settings)
     except StoreUnavailable as exc:
         raise ConfigurationError(
             DATABASE_URL_SETTING,
@@ -47,3 +50,10 @@ async def preflight(settings: Settings) -> None:
 
 def run_preflight(settings: Settings) -> None:
     asyncio.run(preflight(settings))
+
+
+async def _build_runtime(settings: Settings) -> Runtime:
+    # Imported here, not at the top: the SDKs and the store load only for commands that need them.
+    from app.runtime import build_runtime
+
+    return await build_runtime(settings)

@@ -80,14 +80,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="Extra environment for the service, e.g. GENAI_AUDIT_MODE=with-call.",
+        help="Extra environment for the service, e.g. GENAI_AUDIT__MODE=with-call.",
     )
     parser.add_argument(
         "--audit-mode",
         action="append",
         default=[],
         metavar="MODE",
-        help="Measure the service once per GENAI_AUDIT_MODE given (repeatable).",
+        help="Measure the service once per GENAI_AUDIT__MODE given (repeatable).",
     )
     parser.add_argument("--service-log-level", default="INFO", help="GENAI_LOG_LEVEL (INFO).")
     parser.add_argument("--no-catalog", action="store_true", help="Skip the catalog-size runs.")
@@ -215,7 +215,7 @@ def run_benchmarks(
                         data_dir=root / "data",
                         database_url=database_url,
                         log_level=args.service_log_level,
-                        extra={**extra_env, **({"GENAI_AUDIT_MODE": mode} if mode else {})},
+                        extra={**extra_env, **({"GENAI_AUDIT__MODE": mode} if mode else {})},
                     )
                     key = prepare_store(env, root)
                     server = start_service(

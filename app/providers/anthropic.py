@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
-import httpx2
 from pydantic import BaseModel
 
 from app.config import Settings
@@ -26,6 +24,9 @@ from app.providers.base import (
     translate_sdk_errors,
 )
 from app.schemas import Usage
+
+if TYPE_CHECKING:  # the SDK is imported when the provider is configured, not with the app
+    import anthropic
 
 OUTPUT_TOOL = "emit_output"
 _WRAPPED = "value"
@@ -69,6 +70,11 @@ class AnthropicProvider:
     name = "anthropic"
 
     def __init__(self, client: anthropic.AsyncAnthropic, *, default_max_tokens: int) -> None:
+        import anthropic
+        import httpx2
+
+        self._sdk = anthropic  # its exception classes, for translate_sdk_errors
+        self._raw = httpx2.Response
         self._client = client
         self._default_max_tokens = default_max_tokens
 
@@ -96,9 +102,9 @@ class AnthropicProvider:
         return body
 
     async def complete(self, call: ProviderCall) -> ProviderReply:
-        with translate_sdk_errors(self.name, anthropic):
+        with translate_sdk_errors(self.name, self._sdk):
             response = await self._client.post(
-                _PATH, cast_to=httpx2.Response, body=self.request_kwargs(call)
+                _PATH, cast_to=self._raw, body=self.request_kwargs(call)
             )
         message = read_reply(self.name, _Message, response.content)
         text = "".join(block.text for block in message.content if block.type == "text")
@@ -132,6 +138,8 @@ class AnthropicProvider:
 
 def _build(settings: Settings) -> Provider | None:
     """SDK retries are off: `app.providers.retry` is the only retry layer."""
+    import anthropic
+
     an = settings.anthropic
     if not (an.api_key or an.base_url):
         return None

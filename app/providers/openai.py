@@ -8,11 +8,8 @@ use, once, in Rust (`bench/provider_calls.py` has the figures).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
-import openai
-from openai import RequestOptions
 from pydantic import BaseModel
 
 from app.config import Settings
@@ -30,6 +27,10 @@ from app.providers.base import (
     translate_sdk_errors,
 )
 from app.schemas import Usage
+
+if TYPE_CHECKING:  # the SDK is imported when the provider is configured, not with the app
+    import openai
+    from openai import RequestOptions
 
 _PATH = "/chat/completions"
 # What `chat.completions.create` asks for: the API key as a bearer token, nothing else.
@@ -62,6 +63,11 @@ class OpenAIProvider:
     name = "openai"
 
     def __init__(self, client: openai.AsyncOpenAI) -> None:
+        import httpx2
+        import openai
+
+        self._sdk = openai  # its exception classes, for translate_sdk_errors
+        self._raw = httpx2.Response
         self._client = client
 
     @staticmethod
@@ -80,9 +86,9 @@ class OpenAIProvider:
         return body
 
     async def complete(self, call: ProviderCall) -> ProviderReply:
-        with translate_sdk_errors(self.name, openai):
+        with translate_sdk_errors(self.name, self._sdk):
             response = await self._client.post(
-                _PATH, cast_to=httpx2.Response, body=self.request_kwargs(call), options=_OPTIONS
+                _PATH, cast_to=self._raw, body=self.request_kwargs(call), options=_OPTIONS
             )
         result = read_reply(self.name, _ChatCompletion, response.content)
         if not result.choices:
@@ -106,6 +112,8 @@ class OpenAIProvider:
 
 def _build(settings: Settings) -> Provider | None:
     """SDK retries are off: `app.providers.retry` is the only retry layer."""
+    import openai
+
     oa = settings.openai
     if not (oa.api_key or oa.base_url):
         return None

@@ -8,10 +8,12 @@ from collections.abc import Sequence
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, StatementError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.orm import Session
 
 from app.store.db import store_seam
 from app.store.records import JobOutcome, PendingJob, SourceUse, StoredJob
 from app.store.tables import Job
+from app.store.writes import PooledWrites, Writes
 
 _INSERT_JOB = insert(Job.metadata.tables[Job.__tablename__])
 _COLUMNS = tuple(column.name for column in Job.__table__.columns)
@@ -29,8 +31,11 @@ class JobRepository:
     the raw error to tell a record the store refuses from a store that is down.
     """
 
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], writes: Writes | None = None
+    ) -> None:
         self._sessions = sessions
+        self._writes = writes or PooledWrites(sessions)  # the audit writer's transactions
 
     async def insert_many(self, jobs: Sequence[PendingJob]) -> None:
         """Many pending records in one transaction (one executemany).
@@ -38,8 +43,12 @@ class JobRepository:
         A prebuilt Core INSERT with the rows as parameters: measured faster than both the ORM
         unit of work and a per-call `insert().values()` (bench/README.md).
         """
-        async with self._sessions.begin() as session:
-            await session.execute(_INSERT_JOB, [job.as_row() for job in jobs])
+        rows = [job.as_row() for job in jobs]
+
+        def write(session: Session) -> None:
+            session.execute(_INSERT_JOB, rows)
+
+        await self._writes.transaction(write)
 
     @store_seam
     async def insert(self, job: PendingJob) -> None:
@@ -48,8 +57,12 @@ class JobRepository:
 
     async def apply(self, outcomes: Sequence[JobOutcome]) -> None:
         """Many outcomes in one transaction (bulk UPDATE by primary key)."""
-        async with self._sessions.begin() as session:
-            await session.execute(update(Job), [outcome.as_row() for outcome in outcomes])
+        rows = [outcome.as_row() for outcome in outcomes]
+
+        def write(session: Session) -> None:
+            session.execute(update(Job), rows)
+
+        await self._writes.transaction(write)
 
     async def set_aside(self, job_id: str, *, message: str, completed_at: dt.datetime) -> None:
         """Marks one record `failed` (audit_write_failed) when its outcome cannot be stored."""
@@ -64,8 +77,11 @@ class JobRepository:
             )
             .execution_options(synchronize_session=False)
         )
-        async with self._sessions.begin() as session:
-            await session.execute(query)
+
+        def write(session: Session) -> None:
+            session.execute(query)
+
+        await self._writes.transaction(write)
 
     @store_seam
     async def interrupt_pending(self, *, created_before: dt.datetime, message: str) -> int:
