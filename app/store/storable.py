@@ -20,24 +20,36 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 
-def _storable_value(value: Any) -> tuple[Any, bool]:
-    """The value with refused characters escaped, and whether there were any."""
+def _needs_escape(value: Any) -> bool:
+    """Whether any string in the value (keys included) holds a refused character; no copies."""
     if isinstance(value, str):
-        escaped, count = _REFUSED.subn(_escape, value)
-        return escaped, count > 0
+        return _REFUSED.search(value) is not None
     if isinstance(value, dict):
-        changed = False
-        result = {}
-        for key, inner in value.items():
-            new_key, key_changed = _storable_value(key)
-            new_inner, inner_changed = _storable_value(inner)
-            result[new_key] = new_inner
-            changed = changed or key_changed or inner_changed
-        return result, changed
+        return any(_needs_escape(key) or _needs_escape(inner) for key, inner in value.items())
     if isinstance(value, list | tuple):
-        items = [_storable_value(inner) for inner in value]
-        return [item for item, _ in items], any(changed for _, changed in items)
-    return value, False
+        return any(_needs_escape(inner) for inner in value)
+    return False
+
+
+def _escaped(value: Any) -> Any:
+    """The value with refused characters escaped, rebuilt only where needed."""
+    if isinstance(value, str):
+        return _REFUSED.sub(_escape, value)
+    if isinstance(value, dict):
+        return {_escaped(key): _escaped(inner) for key, inner in value.items()}
+    if isinstance(value, list | tuple):
+        return [_escaped(inner) for inner in value]
+    return value
+
+
+def _storable_value(value: Any) -> tuple[Any, bool]:
+    """The value with refused characters escaped, and whether there were any.
+
+    Nearly every value is clean, so it is scanned first and returned as is (no copy).
+    """
+    if not _needs_escape(value):
+        return value, False
+    return _escaped(value), True
 
 
 def storable(row: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
