@@ -105,7 +105,7 @@ async def build_runtime(settings: Settings) -> Runtime:
         disabled=settings.auth_disabled,
     )
     metrics = Metrics()
-    jobs = JobRepository(database.sessions, database.writes)
+    jobs = JobRepository(database.sessions)
     writer = AuditWriter(
         jobs,
         flush_seconds=settings.audit.flush_seconds,

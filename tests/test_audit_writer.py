@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import datetime as dt
 import stat
-import threading
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ import pytest
 from sqlalchemy import text, update
 from sqlalchemy.exc import DataError, OperationalError
 from sqlalchemy.ext.asyncio import create_async_engine
-from sqlalchemy.orm import Session
 
 from app.errors import StoreUnavailable
 from app.store.db import Database
@@ -25,7 +23,6 @@ from app.store.jobs import JobRepository
 from app.store.records import JobOutcome, PendingJob
 from app.store.tables import Job
 from app.store.writer import AuditWriter
-from app.store.writes import OwnedSqliteWrites
 
 
 class FlakyJobs:
@@ -125,7 +122,7 @@ def _completion(job_id: str, text: str) -> JobOutcome:
 async def _store(database_url: str, *ids: str) -> AsyncIterator[Database]:
     database = Database(database_url)
     await database.migrate()
-    jobs = JobRepository(database.sessions, database.writes)
+    jobs = JobRepository(database.sessions)
     for job_id in ids:
         await jobs.insert(_pending_row(job_id))
     try:
@@ -146,9 +143,7 @@ async def test_a_record_the_backend_refuses_is_set_aside_and_the_rest_is_written
 ) -> None:
     ids = [f"job{i}" for i in range(7)]
     async with _store(database_url, *ids) as database:
-        writer = AuditWriter(
-            JobRepository(database.sessions, database.writes), flush_seconds=3600, batch_size=50
-        )
+        writer = AuditWriter(JobRepository(database.sessions), flush_seconds=3600, batch_size=50)
         for job_id in ids:
             # Submitted raw, past the escaping AuditTrail applies: this is what a bug would send.
             writer.submit(_completion(job_id, poison if job_id == "job3" else "fine"))
@@ -196,7 +191,7 @@ class _HeldInTransaction(JobRepository):
     """Holds each write's transaction open until released, and notes if one was cancelled."""
 
     def __init__(self, database: Database) -> None:
-        super().__init__(database.sessions, database.writes)
+        super().__init__(database.sessions)
         self.inside = asyncio.Event()
         self.release = asyncio.Event()
         self.cancelled = False
@@ -247,10 +242,7 @@ async def test_a_stop_with_the_store_down_spools_and_the_next_start_applies_it(
     ids = ["job0", "job1", "job2"]
     async with _store(database_url, *ids) as database:
         writer = AuditWriter(
-            JobRepository(database.sessions, database.writes),
-            flush_seconds=3600,
-            batch_size=10,
-            spool_dir=spool,
+            JobRepository(database.sessions), flush_seconds=3600, batch_size=10, spool_dir=spool
         )
         writer.start()
         for job_id in ids:
@@ -264,10 +256,7 @@ async def test_a_stop_with_the_store_down_spools_and_the_next_start_applies_it(
         assert set((await _statuses(database)).values()) == {("pending", None)}
 
         restarted = AuditWriter(
-            JobRepository(database.sessions, database.writes),
-            flush_seconds=3600,
-            batch_size=10,
-            spool_dir=spool,
+            JobRepository(database.sessions), flush_seconds=3600, batch_size=10, spool_dir=spool
         )
         assert await restarted.restore_spooled() == 3
         statuses = await _statuses(database)
@@ -280,7 +269,7 @@ async def test_stale_pending_rows_are_interrupted_and_fresh_ones_left_alone(
     database_url: str,
 ) -> None:
     async with _store(database_url) as database:
-        jobs = JobRepository(database.sessions, database.writes)
+        jobs = JobRepository(database.sessions)
         await jobs.insert(_pending_row("old", dt.datetime.now(dt.UTC) - dt.timedelta(hours=2)))
         await jobs.insert(_pending_row("fresh"))
         count = await jobs.interrupt_pending(
@@ -298,7 +287,7 @@ class _CountingJobs(JobRepository):
     """The real repository, noting the size of every insert transaction and able to hold one."""
 
     def __init__(self, database: Database) -> None:
-        super().__init__(database.sessions, database.writes)
+        super().__init__(database.sessions)
         self.insert_batches: list[int] = []
         self.inserting = asyncio.Event()
         self.hold: asyncio.Event | None = None
@@ -348,9 +337,7 @@ async def test_with_the_store_down_every_waiting_insert_fails_with_store_unavail
     database_url: str,
 ) -> None:
     async with _store(database_url) as database:
-        writer = AuditWriter(
-            JobRepository(database.sessions, database.writes), flush_seconds=3600, batch_size=10
-        )
+        writer = AuditWriter(JobRepository(database.sessions), flush_seconds=3600, batch_size=10)
         await _rename_jobs(database_url, "jobs", "jobs_away")
         results = await asyncio.gather(
             *(writer.insert(_pending_row(f"job{i}")) for i in range(5)), return_exceptions=True
@@ -394,7 +381,7 @@ async def test_the_repository_returns_typed_records_not_rows(database_url: str) 
     from app.store.records import SourceUse, StoredJob
 
     async with _store(database_url, "job0", "job1") as database:
-        jobs = JobRepository(database.sessions, database.writes)
+        jobs = JobRepository(database.sessions)
         await jobs.insert(_pending_row("job2", replay_inputs=b"sealed", source_name="other"))
         stored = await jobs.get("job2")
         sources = await jobs.sources(10)
@@ -418,23 +405,3 @@ def test_made_storable_escapes_refused_characters_and_lists_the_fields() -> None
     outcome = _completion("j", "ok").made_storable(also_escaped=stored.escaped_fields)
     assert outcome.as_row()["escaped_fields"] == ["params", "source_name"]
     assert _completion("j", "ok").made_storable().as_row()["escaped_fields"] is None
-
-
-async def test_on_a_sqlite_file_the_writer_owns_its_connection_and_thread(tmp_path: Path) -> None:
-    """One thread hop per transaction (app/store/writes.py); PostgreSQL keeps the async pool."""
-    database = Database(f"sqlite+aiosqlite:///{tmp_path / 'genai.db'}")
-    try:
-        await database.migrate()
-        assert isinstance(database.writes, OwnedSqliteWrites)
-        threads: list[str] = []
-
-        def note_thread(session: Session) -> None:
-            threads.append(threading.current_thread().name)
-
-        await database.writes.transaction(note_thread)
-        await JobRepository(database.sessions, database.writes).insert(_pending_row("job1"))
-        stored = await JobRepository(database.sessions).get("job1")  # read on the async engine
-    finally:
-        await database.aclose()
-    assert threads and threads[0].startswith("audit-sqlite")
-    assert stored is not None and stored.status == "pending"

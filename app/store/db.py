@@ -31,7 +31,6 @@ from sqlalchemy.pool import NullPool
 from app.config import Settings
 from app.errors import ConfigurationError, StoreUnavailable
 from app.store.private import create_private_file, ensure_private_dir
-from app.store.writes import OwnedSqliteWrites, PooledWrites, Writes
 
 log = structlog.get_logger(__name__)
 
@@ -164,12 +163,6 @@ class Database:
             self._prepare_sqlite_file(Path(parsed.database))
         self.engine: AsyncEngine = self._engine(for_migrations=False)
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
-        # The audit writer's transactions (app/store/writes.py): its own connection and thread
-        # on a SQLite file; the pool otherwise (an in-memory database exists once per connection).
-        self.writes: Writes = PooledWrites(self.sessions)
-        if self.is_sqlite and parsed.database and parsed.database != ":memory:":
-            busy_ms = int(self._lock_timeout * 1000)
-            self.writes = OwnedSqliteWrites(parsed, tune=_sqlite_tuning(busy_ms))
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Database:
@@ -279,7 +272,6 @@ class Database:
             ) from None
 
     async def aclose(self) -> None:
-        await self.writes.aclose()
         await self.engine.dispose()
 
 

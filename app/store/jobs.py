@@ -8,12 +8,10 @@ from collections.abc import Sequence
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, StatementError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from sqlalchemy.orm import Session
 
 from app.store.db import store_seam
 from app.store.records import JobOutcome, PendingJob, SourceUse, StoredJob
 from app.store.tables import Job
-from app.store.writes import PooledWrites, Writes
 
 _INSERT_JOB = insert(Job.metadata.tables[Job.__tablename__])
 _COLUMNS = tuple(column.name for column in Job.__table__.columns)
@@ -31,11 +29,8 @@ class JobRepository:
     the raw error to tell a record the store refuses from a store that is down.
     """
 
-    def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], writes: Writes | None = None
-    ) -> None:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
-        self._writes = writes or PooledWrites(sessions)  # the audit writer's transactions
 
     async def insert_many(self, jobs: Sequence[PendingJob]) -> None:
         """Many pending records in one transaction (one executemany).
@@ -43,12 +38,8 @@ class JobRepository:
         A prebuilt Core INSERT with the rows as parameters: measured faster than both the ORM
         unit of work and a per-call `insert().values()` (bench/README.md).
         """
-        rows = [job.as_row() for job in jobs]
-
-        def write(session: Session) -> None:
-            session.execute(_INSERT_JOB, rows)
-
-        await self._writes.transaction(write)
+        async with self._sessions.begin() as session:
+            await session.execute(_INSERT_JOB, [job.as_row() for job in jobs])
 
     @store_seam
     async def insert(self, job: PendingJob) -> None:
@@ -57,12 +48,8 @@ class JobRepository:
 
     async def apply(self, outcomes: Sequence[JobOutcome]) -> None:
         """Many outcomes in one transaction (bulk UPDATE by primary key)."""
-        rows = [outcome.as_row() for outcome in outcomes]
-
-        def write(session: Session) -> None:
-            session.execute(update(Job), rows)
-
-        await self._writes.transaction(write)
+        async with self._sessions.begin() as session:
+            await session.execute(update(Job), [outcome.as_row() for outcome in outcomes])
 
     async def set_aside(self, job_id: str, *, message: str, completed_at: dt.datetime) -> None:
         """Marks one record `failed` (audit_write_failed) when its outcome cannot be stored."""
@@ -77,11 +64,8 @@ class JobRepository:
             )
             .execution_options(synchronize_session=False)
         )
-
-        def write(session: Session) -> None:
-            session.execute(query)
-
-        await self._writes.transaction(write)
+        async with self._sessions.begin() as session:
+            await session.execute(query)
 
     @store_seam
     async def interrupt_pending(self, *, created_before: dt.datetime, message: str) -> int:
