@@ -138,11 +138,11 @@ class AnthropicProvider:
 
 def _build(settings: Settings) -> Provider | None:
     """SDK retries are off: `app.providers.retry` is the only retry layer."""
-    import anthropic
-
     an = settings.anthropic
     if not (an.api_key or an.base_url):
         return None
+    import anthropic  # only once the provider is configured: it costs a second to import
+
     key = an.api_key.get_secret_value() if an.api_key else PLACEHOLDER_KEY
     client = anthropic.AsyncAnthropic(
         api_key=key,

@@ -112,11 +112,11 @@ class OpenAIProvider:
 
 def _build(settings: Settings) -> Provider | None:
     """SDK retries are off: `app.providers.retry` is the only retry layer."""
-    import openai
-
     oa = settings.openai
     if not (oa.api_key or oa.base_url):
         return None
+    import openai  # only once the provider is configured: it costs a second to import
+
     key = oa.api_key.get_secret_value() if oa.api_key else PLACEHOLDER_KEY
     client = openai.AsyncOpenAI(
         api_key=key,
