@@ -18,7 +18,9 @@ Why it is built this way:
   which is what the size checks are for. The exception derives from BaseException so that no
   `except Exception` in Jinja swallows it. Injection and job completion take the same lock, and a
   finishing job clears any exception still pending for its thread, so an injection never lands in
-  the next job or in the pool's own code. On other interpreters there is no backstop, only the
+  the next job or in the pool's own code. CPython ignores an exception raised inside a weakref
+  or GC callback, so one injection can be lost: it is repeated every `_REINJECT_SECONDS` until
+  the job lets go of its thread. On other interpreters there is no backstop, only the
   cooperative checks.
 
 Killing a thread is not possible in Python and a subprocess per render would cost milliseconds;
@@ -46,6 +48,7 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 _CAN_INTERRUPT = sys.implementation.name == "cpython"
+_REINJECT_SECONDS = 0.1
 
 
 class _Interrupted(BaseException):
@@ -76,6 +79,7 @@ class TemplateRenderer:
         self.max_chars = max_chars
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="render")
         self._lock = threading.Lock()
+        self._reinjectors: set[asyncio.Task[None]] = set()  # kept referenced until they end
 
     async def run(self, name: str, work: Callable[[], T]) -> T:
         """`work()` in a render thread; RenderTimeout once the budget is spent, whatever it does."""
@@ -112,11 +116,28 @@ class TemplateRenderer:
                     _set_async_exc(threading.get_ident(), None)
 
     def _abandon(self, job: _Job, name: str) -> None:
+        if not self._interrupt(job):
+            return
+        log.warning("render_interrupted", template=name)
+        task = asyncio.get_running_loop().create_task(self._keep_interrupting(job))
+        self._reinjectors.add(task)
+        task.add_done_callback(self._reinjectors.discard)
+
+    def _interrupt(self, job: _Job) -> bool:
+        """Marks the job abandoned and injects into its thread; False once it holds none."""
         with self._lock:
             job.abandoned = True
-            if job.thread_id is not None and _CAN_INTERRUPT:
-                _set_async_exc(job.thread_id, _Interrupted)
-                log.warning("render_interrupted", template=name)
+            if job.thread_id is None or not _CAN_INTERRUPT:
+                return False
+            _set_async_exc(job.thread_id, _Interrupted)
+            return True
+
+    async def _keep_interrupting(self, job: _Job) -> None:
+        """Repeats the injection until the job lets go of its thread (one may be swallowed)."""
+        while True:
+            await asyncio.sleep(_REINJECT_SECONDS)
+            if not self._interrupt(job):
+                return
 
     def close(self) -> None:
         """Stop taking work; running jobs end at their deadline, so there is no need to wait."""
