@@ -61,16 +61,7 @@ class GenAIService:
     ) -> CompletionEnvelope:
         started = time.perf_counter()
         prepared = await self._preparer.prepare(request)
-        job = await self._audit.start(
-            request=request,
-            request_id=request_id,
-            source=prepared.source,
-            choice=prepared.choice,
-            params=prepared.params,
-            prompt=prepared.prompt,
-            provenance=prepared.provenance,
-            snippet_ids=prepared.snippets.ids,
-        )
+        job = await self._audit.start(prepared, request=request, request_id=request_id)
         structlog.contextvars.bind_contextvars(job_id=job.id)
         provider = prepared.choice.provider
         loop = RepairLoop(

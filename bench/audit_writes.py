@@ -1,10 +1,11 @@
 """The audit trail's cost on the request path, on SQLite and PostgreSQL.
 
-(a) `AuditTrail.start`: redaction + sealing of the replay inputs + the pending INSERT, per job
-    (p50/p95/p99 ms, the INSERT timed separately inside the same call), with a system prompt
+(a) `AuditTrail.start`: redaction + sealing of the replay inputs + the pending INSERT (a group
+    commit of one, as at c=1), per job (p50/p95/p99 ms, the INSERT transaction timed separately
+    inside the same call), with a system prompt
     repeated across jobs (the Redactor's cache serves it) and with a distinct one per job;
 (b) completing records: `AuditWriter` batches (submit N, then `flush()`) versus one UPDATE
-    transaction per record (`JobRepository.apply([change])` N times), in records/s.
+    transaction per record (`JobRepository.apply([outcome])` N times), in records/s.
 
     .venv/bin/python -m bench.audit_writes [--n 2000] [--backend sqlite|postgres|both]
 
@@ -19,6 +20,7 @@ import os
 import platform
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,8 +36,10 @@ from app.schemas import (
     Usage,
 )
 from app.store.db import Database
-from app.store.jobs import AuditWriter, JobRepository
+from app.store.jobs import JobRepository
+from app.store.records import JobOutcome, PendingJob
 from app.store.secrets import KEY_BYTES, ReplayVault
+from app.store.writer import AuditWriter
 from bench._common import (
     CONTEXT,
     MODEL,
@@ -75,7 +79,7 @@ class Inputs:
 
     @classmethod
     async def open(cls, url: str, data_dir: Path) -> Inputs:
-        settings = Settings(  # type: ignore[call-arg]
+        settings = Settings(
             _env_file=None,
             data_dir=data_dir,
             database_url=url,
@@ -105,37 +109,28 @@ class Inputs:
 
 
 class TimedJobs(JobRepository):
-    """The real repository, with the pending INSERT's wall time noted per call."""
+    """The real repository, with each pending INSERT transaction's wall time noted."""
 
     insert_seconds: list[float]
 
-    async def insert(self, job: Any) -> None:
+    async def insert_many(self, jobs: Sequence[PendingJob]) -> None:
         started = time.perf_counter()
-        await super().insert(job)
+        await super().insert_many(jobs)
         self.insert_seconds.append(time.perf_counter() - started)
 
 
 class CollectingWriter(AuditWriter):
-    """Keeps what `AuditTrail.completed` submits, so both write paths get identical changes."""
+    """Keeps what `AuditTrail.completed` submits, so both write paths get identical outcomes."""
 
-    collected: list[dict[str, Any]]
+    collected: list[JobOutcome]
 
-    def submit(self, job_id: str, change: dict[str, Any]) -> None:
-        self.collected.append({"id": job_id, **change})
+    def submit(self, outcome: JobOutcome) -> None:
+        self.collected.append(outcome)
 
 
 async def start_job(trail: AuditTrail, p: Prepared) -> OpenJob:
     """The call `GenAIService.complete` makes before it calls a provider."""
-    return await trail.start(
-        request=p.request,
-        request_id=None,
-        source=p.built.source,
-        choice=p.built.choice,
-        params=p.built.params,
-        prompt=p.built.prompt,
-        provenance=p.built.provenance,
-        snippet_ids=p.built.snippets.ids,
-    )
+    return await trail.start(p.built, request=p.request, request_id=None)
 
 
 def seal(vault: ReplayVault, job_id: str, p: Prepared) -> bytes:
@@ -221,21 +216,21 @@ async def run_backend(
         completing = []
         for job, p in same_jobs + fresh_jobs:
             started = time.perf_counter()
-            trail.completed(job, reply_for(p), latency_ms=3.2, upstream_ms=1.1)
+            await trail.completed(job, reply_for(p), latency_ms=3.2, upstream_ms=1.1)
             completing.append(time.perf_counter() - started)
-        batched_changes, single_changes = collector.collected[:n], collector.collected[n:]
+        batched, single = collector.collected[:n], collector.collected[n:]
 
         # (b1) AuditWriter: submit all, then flush in batches of `batch_size`.
         started = time.perf_counter()
-        for change in batched_changes:
-            writer.submit(change["id"], change)
+        for outcome in batched:
+            writer.submit(outcome)
         await writer.flush()
         batched_s = time.perf_counter() - started
 
         # (b2) One UPDATE transaction per record.
         started = time.perf_counter()
-        for change in single_changes:
-            await jobs.apply([change])
+        for outcome in single:
+            await jobs.apply([outcome])
         single_s = time.perf_counter() - started
     finally:
         await inputs.aclose()

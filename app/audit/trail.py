@@ -28,15 +28,12 @@ from typing import Any, Literal, TypeVar
 from sqlalchemy import String
 
 from app.audit.redaction import Redactor, clip
-from app.catalog.source import RenderedSource
 from app.errors import GenAIError, JobNotFound, StoreUnavailable
+from app.pipeline.prepare import Prepared
 from app.prompts.structured import Attempt
 from app.providers import ProviderReply
 from app.schemas import (
     JobRecord,
-    ModelChoice,
-    ModelParams,
-    Provenance,
     RenderedPrompt,
     RenderRequest,
 )
@@ -133,16 +130,7 @@ class AuditTrail:
         self.mode = mode
 
     async def start(
-        self,
-        *,
-        request: RenderRequest,
-        request_id: str | None,
-        source: RenderedSource,
-        choice: ModelChoice,
-        params: ModelParams,
-        prompt: RenderedPrompt,
-        provenance: Provenance,
-        snippet_ids: Sequence[str],
+        self, prepared: Prepared, *, request: RenderRequest, request_id: str | None
     ) -> OpenJob:
         """Queue the pending record; in before-call mode, return only once it is durable.
 
@@ -151,10 +139,10 @@ class AuditTrail:
         started = time.perf_counter()
         job_id = uuid.uuid4().hex
 
+        prompt = prepared.prompt
+
         def build() -> PendingJob:
-            return self._pending_job(
-                job_id, request, request_id, source, choice, params, prompt, provenance, snippet_ids
-            )
+            return self._pending_job(job_id, prepared, request, request_id)
 
         size = _text_size(
             prompt.system, request.user_prompt, *(message.content for message in prompt.messages)
@@ -201,18 +189,11 @@ class AuditTrail:
         await self.jobs.ping()
 
     def _pending_job(
-        self,
-        job_id: str,
-        request: RenderRequest,
-        request_id: str | None,
-        source: RenderedSource,
-        choice: ModelChoice,
-        params: ModelParams,
-        prompt: RenderedPrompt,
-        provenance: Provenance,
-        snippet_ids: Sequence[str],
+        self, job_id: str, prepared: Prepared, request: RenderRequest, request_id: str | None
     ) -> PendingJob:
         """The pending record, every caller-supplied text in it redacted; pure CPU work."""
+        source, choice, provenance = prepared.source, prepared.choice, prepared.provenance
+        prompt, params = prepared.prompt, prepared.params
         stored_prompt, tokens = redact_prompt(self.redactor, prompt)
         stored_params, param_tokens = self.redactor.redact_data(
             params.model_dump(exclude_none=True)
@@ -265,7 +246,7 @@ class AuditTrail:
             params=stored_params,
             prompt_redacted=stored_prompt,
             redaction_map=tokens,
-            snippet_ids=list(snippet_ids),
+            snippet_ids=list(prepared.snippets.ids),
             replay_inputs=replay,
         )
 
