@@ -27,8 +27,11 @@ async def check(base_url: str) -> list[str]:
     ) as oa:
         completion = await oa.chat.completions.create(
             model="gpt-4o-mini",
-            messages=MESSAGES,
-            max_tokens=50,  # type: ignore[arg-type]
+            messages=[
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Hello?"},
+            ],
+            max_tokens=50,
         )
         if completion.choices[0].message.content != ANSWER or completion.usage is None:
             problems.append(f"openai: unexpected {completion!r}")
