@@ -38,12 +38,54 @@ class OllamaSettings(BaseSettings):
 class UpstreamSettings(BaseModel):
     """How patiently the gateway talks to providers; the retry policy reads these."""
 
-    timeout_seconds: float = Field(default=60.0, gt=0)
+    timeout_seconds: float = Field(default=60.0, gt=0, description="One attempt, at most.")
+    connect_timeout_seconds: float = Field(
+        default=5.0, gt=0, description="Opening a connection to a provider, at most."
+    )
+    deadline_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="One request, every retry and fallback included; `x-genai-deadline-ms` "
+        "may shorten it, never lengthen it.",
+    )
+    first_token_seconds: float = Field(
+        default=30.0, gt=0, description="A stream's first text, at most this long after the call."
+    )
+    idle_seconds: float = Field(
+        default=30.0, gt=0, description="A stream silent this long between chunks is cut off."
+    )
     max_retries: int = Field(default=2, ge=0, le=10)
     backoff_initial_seconds: float = Field(default=0.5, ge=0)
     backoff_max_seconds: float = Field(default=8.0, ge=0)
     max_retry_after_seconds: float = Field(
         default=20.0, ge=0, description="A longer Retry-After is passed to the caller, not waited."
+    )
+
+
+class CacheSettings(BaseModel):
+    """The response cache, used by patterns with `cache: true` and requests with `"cache": true`."""
+
+    ttl_seconds: float = Field(default=3600.0, gt=0, description="How long an answer is reused.")
+    max_entries: int = Field(
+        default=10_000, ge=1, description="In-memory cache size (least recently used go first)."
+    )
+
+
+class LimitSettings(BaseModel):
+    """Concurrency limits: beyond them a bounded queue, beyond that 503 `overloaded` at once."""
+
+    max_concurrent: int = Field(
+        default=256, ge=1, description="Completions in flight at once, over all providers."
+    )
+    max_queued: int = Field(
+        default=256, ge=0, description="Completions waiting for a slot; more are shed at once."
+    )
+    per_provider: dict[str, int] = Field(
+        default_factory=dict,
+        description='Upstream calls in flight at once per provider, e.g. {"ollama": 4}.',
+    )
+    retry_after_seconds: float = Field(
+        default=1.0, gt=0, description="The Retry-After a shed request is given."
     )
 
 
@@ -96,6 +138,20 @@ class Settings(BaseSettings):
     )
 
     default_model: str = "openai/gpt-4o-mini"
+    model: str | None = Field(
+        default=None,
+        description="GENAI_MODEL: the model for every task, over pattern hints and the config "
+        "file's task entries (a request's `model` and the CLI flags still win).",
+    )
+    task_models: dict[str, str] = Field(
+        default_factory=dict,
+        description="The config file's per-task models: pattern name or tag → provider/model.",
+    )
+    fallbacks: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Fallback chains: a model, or a task (pattern name or tag) → the models "
+        "tried in order when it fails for a reason worth retrying elsewhere.",
+    )
     model_selection_order: Annotated[list[SelectionSource], NoDecode] = Field(
         default_factory=lambda: list(DEFAULT_SELECTION_ORDER)
     )
@@ -116,6 +172,11 @@ class Settings(BaseSettings):
     )
 
     upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
+    cache: CacheSettings = Field(default_factory=CacheSettings)
+    redis_url: SecretStr | None = Field(
+        default=None, description="redis://…: the response cache in Redis, shared by replicas."
+    )
+    limits: LimitSettings = Field(default_factory=LimitSettings)
     openai: OpenAISettings = Field(default_factory=OpenAISettings)
     anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
     ollama: OllamaSettings = Field(default_factory=OllamaSettings)
@@ -180,14 +241,11 @@ class Settings(BaseSettings):
 
     @property
     def longest_request_seconds(self) -> float:
-        """The longest one completion can take: every structured-output attempt, each with all
-        its upstream retries at the full timeout and the longest back-off, then the shutdown
-        grace (in-flight requests may finish during it)."""
-        up = self.upstream
-        backoff = max(up.backoff_max_seconds, up.max_retry_after_seconds)
-        per_attempt = up.timeout_seconds * (up.max_retries + 1) + backoff * up.max_retries
+        """The longest one completion can take: its render, its whole upstream deadline (every
+        retry, fallback and repair is inside it), then the shutdown grace (in-flight requests may
+        finish during it)."""
         return (
-            per_attempt * self.structured_max_attempts
+            self.upstream.deadline_seconds
             + self.render_timeout_seconds
             + self.shutdown_grace_seconds
         )

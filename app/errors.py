@@ -32,13 +32,16 @@
     │   ├── InvalidSnippetLabels       422 invalid_snippet_labels (labels must be UPPER_SNAKE)
     │   └── CapabilityMissing          422 capability_missing   (the model cannot do what is asked)
     ├── StoreUnavailable               503 store_unavailable    (no audit record can be written)
+    ├── Overloaded                     503 overloaded           (limits and queue full)
+    ├── DeadlineExceeded               504 deadline_exceeded    (the request's deadline passed)
     └── ProviderError                  carries provider, upstream status and request id
         ├── ProviderUnavailable        503 provider_unavailable (no API key configured)
         ├── UpstreamRateLimited        429 rate_limited         (with Retry-After)
         ├── UpstreamRejected           422 upstream_rejected    (upstream 400/404/422)
         ├── UpstreamAuthFailed         502 upstream_auth_failed (our key was refused)
         ├── UpstreamError              502 upstream_error       (5xx or connection failure)
-        ├── UpstreamTimeout            504 upstream_timeout
+        ├── UpstreamTimeout            504 upstream_timeout     (an attempt or a stream stalled)
+        ├── StreamInterrupted          502 stream_interrupted   (a stream ended without its finish)
         └── StructuredOutputInvalid    502 structured_output_invalid (after bounded repairs)
 
 SDK exceptions become these inside the provider adapters; these become HTTP in `app/api/errors.py`.
@@ -372,6 +375,38 @@ class StoreUnavailable(GenAIError):
     error_type = "store_unavailable"
 
 
+class Overloaded(GenAIError):
+    """Every slot is busy and the wait queue is full: shed at once rather than pile up."""
+
+    status_code = 503
+    error_type = "overloaded"
+
+    def __init__(self, message: str, *, retry_after: float = 1.0, limit: str = "global") -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.limit = limit
+
+    def details(self) -> dict[str, Any]:
+        return {"limit": self.limit, "retry_after": self.retry_after}
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
+
+
+class DeadlineExceeded(GenAIError):
+    """The request's total deadline (configured, or shortened by `x-genai-deadline-ms`) passed."""
+
+    status_code = 504
+    error_type = "deadline_exceeded"
+
+    def __init__(self, message: str, *, deadline_ms: float) -> None:
+        super().__init__(message)
+        self.deadline_ms = deadline_ms
+
+    def details(self) -> dict[str, Any]:
+        return {"deadline_ms": self.deadline_ms}
+
+
 class ProviderError(GenAIError):
     """A failure at or on the way to the upstream provider."""
 
@@ -456,6 +491,13 @@ class UpstreamError(ProviderError):
 class UpstreamTimeout(ProviderError):
     status_code = 504
     error_type = "upstream_timeout"
+
+
+class StreamInterrupted(ProviderError):
+    """A stream that stopped without the provider's finish marker: a cut answer, not a short one."""
+
+    status_code = 502
+    error_type = "stream_interrupted"
 
 
 class StructuredOutputInvalid(ProviderError):

@@ -159,6 +159,16 @@ class RenderRequest(_Input):
     instructions: str | None = Field(
         default=None, max_length=20_000, description="Extra user instructions for this request."
     )
+    stream: bool = Field(
+        default=False,
+        description="Answer with Server-Sent Events: `delta` events, then one `envelope` event "
+        "(or an `error` event).",
+    )
+    cache: bool | None = Field(
+        default=None,
+        description="true: use the response cache; false: bypass it; unset: the pattern's "
+        "`cache` front-matter decides.",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> RenderRequest:
@@ -185,9 +195,17 @@ class RenderedPrompt(_Frozen):
 
 
 class Usage(_Frozen):
+    """Token counts as the provider reported them; None where it reported nothing."""
+
     input_tokens: int | None = None
     output_tokens: int | None = None
     total_tokens: int | None = None
+    cached_input_tokens: int | None = Field(
+        default=None, description="Input tokens served from the provider's prompt cache."
+    )
+    reasoning_tokens: int | None = Field(
+        default=None, description="Output tokens spent on hidden reasoning (part of output_tokens)."
+    )
 
     def plus(self, other: Usage) -> Usage:
         """Usage over several calls; unknown (None) stays unknown."""
@@ -195,10 +213,15 @@ class Usage(_Frozen):
         def add(a: int | None, b: int | None) -> int | None:
             return None if a is None or b is None else a + b
 
+        def add_optional(a: int | None, b: int | None) -> int | None:
+            return None if a is None and b is None else (a or 0) + (b or 0)
+
         return Usage(
             input_tokens=add(self.input_tokens, other.input_tokens),
             output_tokens=add(self.output_tokens, other.output_tokens),
             total_tokens=add(self.total_tokens, other.total_tokens),
+            cached_input_tokens=add_optional(self.cached_input_tokens, other.cached_input_tokens),
+            reasoning_tokens=add_optional(self.reasoning_tokens, other.reasoning_tokens),
         )
 
 
@@ -211,6 +234,22 @@ class CompletionResponse(_Frozen):
     model: str
     finish_reason: FinishReason
     usage: Usage
+    cost_usd: float | None = Field(
+        default=None,
+        description="What the call cost by the price table (every attempt that was billed); "
+        "None when the model has no price.",
+    )
+
+
+class CallAttempt(_Frozen):
+    """One upstream call of a completion: retries and fallbacks each add one."""
+
+    provider: str
+    model: str
+    outcome: Literal["completed", "failed", "cancelled"]
+    error_type: str | None = Field(default=None, description="Why it failed, as `error.type`.")
+    upstream_status: int | None = Field(default=None, description="The provider's HTTP status.")
+    duration_ms: float
 
 
 class Provenance(_Frozen):
@@ -227,13 +266,27 @@ class Provenance(_Frozen):
     snippet_ids: list[str] = Field(default_factory=list)
 
 
+ModelSource = Literal[
+    "request",  # the request's `model`
+    "cli_task",  # `--model-for TASK=M`
+    "cli",  # `--model`
+    "env_task",  # GENAI_MODEL_<TASK>
+    "env",  # GENAI_MODEL
+    "config_task",  # the config file's entry for the task
+    "hint",  # the pattern's model_hint
+    "config_default",  # the config file's (or GENAI_DEFAULT_MODEL's) default model
+    "capability_fallback",  # the chosen model lacked a capability the request needs
+    "fallback",  # the chosen model failed; the next model of the fallback chain answered
+]
+
+
 class ModelChoice(_Frozen):
     """The model the ModelSelectionPolicy picked and why."""
 
     model: str = Field(description="`provider/model`")
     provider: str
     name: str
-    source: Literal["explicit", "hint", "default", "capability_fallback"]
+    source: ModelSource
     reason: str
 
 
@@ -260,6 +313,15 @@ class CompletionEnvelope(_Frozen):
         default=None, description="The validated JSON, with an output_schema."
     )
     validation: StructuredOutcome | None = None
+    attempts: list[CallAttempt] = Field(
+        default_factory=list,
+        description="Every upstream call in order (retries and fallbacks); empty on a cache hit.",
+    )
+    cache: Literal["hit", "miss", "off"] = Field(
+        default="off",
+        description="hit: answered from the response cache without a provider call; miss: "
+        "called and stored; off: the cache was not used for this request.",
+    )
 
 
 class PatternSummary(_Frozen):
@@ -368,7 +430,7 @@ class JobRecord(_Frozen):
     request_id: str | None
     created_at: dt.datetime
     completed_at: dt.datetime | None
-    status: Literal["pending", "completed", "failed", "cancelled", "interrupted"]
+    status: Literal["pending", "completed", "cached", "failed", "cancelled", "interrupted"]
     error_type: str | None
     error_message: str | None
     source_kind: Literal["pattern", "template", "fallback"]
@@ -386,13 +448,20 @@ class JobRecord(_Frozen):
     finish_reason: str | None
     input_tokens: int | None
     output_tokens: int | None
+    cached_input_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cost_usd: float | None = None
+    streamed: bool = False
     latency_ms: float | None
     upstream_latency_ms: float | None
     prompt_redacted: dict[str, Any]
     response_redacted: str | None
     redaction_map: dict[str, str]
     snippet_ids: list[str]
-    attempts: list[dict[str, Any]] | None = Field(
+    attempts: list[CallAttempt] | None = Field(
+        default=None, description="Every upstream call in order (retries and fallbacks)."
+    )
+    output_attempts: list[dict[str, Any]] | None = Field(
         default=None, description="Structured-output attempts: outcome, issues, redacted answer."
     )
     escaped_fields: list[str] | None = Field(

@@ -50,12 +50,18 @@ async def test_completion_envelope_holds_exactly_what_was_sent_upstream(
     assert response["text"] == "echo: Long text."
     assert (response["provider"], response["model"]) == (provider, model.split("/", 1)[1])
     assert response["finish_reason"] == "stop"
-    assert response["usage"] == {"input_tokens": 11, "output_tokens": 7, "total_tokens": 18}
+    assert response["usage"] == {
+        "input_tokens": 11,
+        "output_tokens": 7,
+        "total_tokens": 18,
+        "cached_input_tokens": None,
+        "reasoning_tokens": None,
+    }
     prov = envelope["provenance"]
     assert prov["schema_version"] == "prov-1"
     assert prov["user_prompt_hash"] == user_prompt_hash("Long text.")
     assert prov["provider"] == provider
-    assert envelope["model_choice"]["source"] == "explicit"
+    assert envelope["model_choice"]["source"] == "request"
 
 
 async def test_pattern_params_reach_each_provider_under_its_own_names(
@@ -111,7 +117,7 @@ async def test_render_is_a_dry_run_with_hashes_and_model_choice(
     result = resp.json()
     assert fake.requests == []
     assert result["model_choice"]["model"] == "openai/gpt-4o-mini"
-    assert result["model_choice"]["source"] == "default"
+    assert result["model_choice"]["source"] == "config_default"
     assert "GENAI_DEFAULT_MODEL" in result["model_choice"]["reason"]
     effective = {"max_words": 40, "audience": "", "format": "bullets"}
     assert result["provenance"]["variables_hash"] == variables_hash(effective)

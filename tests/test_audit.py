@@ -293,7 +293,8 @@ async def test_no_personal_data_reaches_any_stored_column(
     # The caller still gets everything in clear; only the store is redacted.
     assert PII["email"] in envelope["prompt"]["system"]
     assert PII["card"] in envelope["response"]["text"]
-    assert extracted["attempts"][0]["valid"] is False and len(extracted["attempts"]) == 2
+    tries = extracted["output_attempts"]
+    assert tries[0]["valid"] is False and len(tries) == 2
     rows = await job_rows(database_url)
     assert len(rows) == 2
     for row in rows:
@@ -522,9 +523,9 @@ async def test_every_field_of_a_completion_is_made_storable_lone_surrogates_incl
         await database.aclose()
     assert record.status == "completed"
     assert record.response_redacted == "lone \\ud800 and nul \\u0000"
-    assert record.attempts is not None
-    assert record.attempts[0]["issues"]["unknown"] == ["$.k\\u0000ey"]
-    assert record.escaped_fields == ["attempts", "response_redacted"]
+    assert record.output_attempts is not None
+    assert record.output_attempts[0]["issues"]["unknown"] == ["$.k\\u0000ey"]
+    assert record.escaped_fields == ["output_attempts", "response_redacted"]
 
 
 async def test_pending_rows_left_by_a_crash_are_interrupted_at_start_up_but_fresh_ones_not(

@@ -120,7 +120,7 @@ def test_render_explicit_model_option_overrides_the_hint(root: Path) -> None:
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["prompt"]["system"] == "Hello Ana."
-    assert out["model_choice"]["source"] == "explicit"
+    assert out["model_choice"]["source"] == "request"
     assert out["provenance"]["model"] == "llama3.2:3b"
 
 

@@ -322,7 +322,7 @@ async def test_an_invalid_answer_is_repaired_with_structured_feedback(
     assert feedback["result"] == "validation_failed" and feedback["issue_count"] == 2
     assert feedback["issues"]["unknown"] == ["nickname"]
     assert feedback["issues"]["invalid"][0]["field"] == "age"
-    assert [a["valid"] for a in record["attempts"]] == [False, True]
+    assert [a["valid"] for a in record["output_attempts"]] == [False, True]
 
 
 async def test_a_final_validation_failure_is_502_with_every_attempt_recorded(
@@ -343,7 +343,7 @@ async def test_a_final_validation_failure_is_502_with_every_attempt_recorded(
     assert resp.status_code == 502
     assert error["type"] == "structured_output_invalid" and error["attempts"] == 3
     assert len(fake.calls("ollama")) == 3
-    assert record["status"] == "failed" and len(record["attempts"]) == 3
+    assert record["status"] == "failed" and len(record["output_attempts"]) == 3
     assert record["error_type"] == "structured_output_invalid"
 
 

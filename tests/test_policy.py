@@ -39,7 +39,7 @@ def test_explicit_model_wins_over_hint_and_default() -> None:
     assert choice.model == EXPLICIT
     assert choice.provider == "anthropic"
     assert choice.name == "claude-sonnet-4-5"
-    assert choice.source == "explicit"
+    assert choice.source == "request"
     assert "request" in choice.reason
 
 
@@ -53,7 +53,7 @@ def test_hint_wins_over_default_when_no_explicit_model() -> None:
 def test_default_is_used_when_neither_explicit_nor_hint() -> None:
     choice = default_policy().choose_model(None, None)
     assert (choice.model, choice.provider, choice.name) == (DEFAULT, "openai", "gpt-4o-mini")
-    assert choice.source == "default"
+    assert choice.source == "config_default"
     assert "default" in choice.reason
 
 
@@ -80,9 +80,9 @@ def test_configured_order_changes_the_choice_without_code_changes(
     assert choice.model == HINT
     assert "hint > explicit > default" in choice.reason
     # Without a hint the next source in the configured order applies.
-    assert policy.choose_model(EXPLICIT, None).source == "explicit"
+    assert policy.choose_model(EXPLICIT, None).source == "request"
     # The stock order, same inputs: the explicit model wins.
-    assert default_policy().choose_model(EXPLICIT, HINT).source == "explicit"
+    assert default_policy().choose_model(EXPLICIT, HINT).source == "request"
 
 
 def test_configured_order_from_the_environment(clean_env: pytest.MonkeyPatch) -> None:
@@ -90,7 +90,7 @@ def test_configured_order_from_the_environment(clean_env: pytest.MonkeyPatch) ->
     clean_env.setenv("GENAI_DEFAULT_MODEL", "anthropic/claude-haiku")
     policy = ModelSelectionPolicy.from_settings(Settings(_env_file=None))
     choice = policy.choose_model(EXPLICIT, HINT)
-    assert (choice.source, choice.model) == ("default", "anthropic/claude-haiku")
+    assert (choice.source, choice.model) == ("config_default", "anthropic/claude-haiku")
 
 
 def test_order_that_leaves_no_source_raises_invalid_model() -> None:

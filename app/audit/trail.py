@@ -300,7 +300,7 @@ class AuditTrail:
                 upstream_latency_ms=upstream_ms,
                 response_redacted=response.text,
                 redaction_map={**job.prompt_tokens, **attempt_tokens, **response.tokens},
-                attempts=stored_attempts,
+                output_attempts=stored_attempts,
             )
 
         await self._record(job, build, _text_size(reply.text, attempts=attempts))
@@ -326,7 +326,7 @@ class AuditTrail:
                 latency_ms=latency_ms,
                 upstream_latency_ms=upstream_ms,
                 redaction_map={**job.prompt_tokens, **attempt_tokens, **message.tokens},
-                attempts=stored_attempts,
+                output_attempts=stored_attempts,
             )
 
         await self._record(job, build, _text_size(error.message, attempts=attempts))
@@ -348,7 +348,7 @@ class AuditTrail:
                 error_type="client_disconnected",
                 latency_ms=latency_ms,
                 redaction_map={**job.prompt_tokens, **attempt_tokens},
-                attempts=stored_attempts,
+                output_attempts=stored_attempts,
             ),
         )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol, TypeVar
@@ -45,6 +45,16 @@ class ProviderReply:
     payload: Any | None = None  # structured output that arrived already parsed (a tool's input)
 
 
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of a streamed answer, as it arrived."""
+
+    text: str
+
+
+StreamEvent = TextDelta | ProviderReply
+"""What `Provider.stream` yields: text deltas, then one ProviderReply with the whole answer."""
+
 ALL_PARAMS = frozenset(ModelParams.model_fields)
 # A compatible server reached through a base URL often needs no key; the SDKs insist on one.
 PLACEHOLDER_KEY = "not-needed"
@@ -56,6 +66,13 @@ class Provider(Protocol):
 
     async def complete(self, call: ProviderCall) -> ProviderReply:
         """Make one upstream call; raise only `app.errors.ProviderError` subclasses."""
+        ...
+
+    def stream(self, call: ProviderCall) -> AsyncIterator[StreamEvent]:
+        """One streamed upstream call: `TextDelta`s in order, then exactly one `ProviderReply`
+        (the whole text, the finish reason, the usage). A stream that ends without the
+        provider's finish marker raises `StreamInterrupted`; only ProviderError subclasses are
+        raised. Closing the iterator early (`aclose`) closes the upstream response."""
         ...
 
     async def aclose(self) -> None: ...

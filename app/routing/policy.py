@@ -8,7 +8,7 @@ from typing import ClassVar
 from app.config import SelectionSource, Settings
 from app.errors import CapabilityMissing, InvalidModel
 from app.providers.registry import PROVIDER_NAMES
-from app.schemas import ModelChoice
+from app.schemas import ModelChoice, ModelSource
 
 
 def split_model(model: str) -> tuple[str, str]:
@@ -24,6 +24,13 @@ def split_model(model: str) -> tuple[str, str]:
             f"Unknown provider {provider!r} in {model!r}; use one of: {', '.join(PROVIDER_NAMES)}."
         )
     return provider, name
+
+
+_SOURCE_NAMES: dict[SelectionSource, ModelSource] = {
+    "explicit": "request",
+    "hint": "hint",
+    "default": "config_default",
+}
 
 
 class ModelSelectionPolicy:
@@ -95,7 +102,7 @@ class ModelSelectionPolicy:
                     model=f"{provider}/{name}",
                     provider=provider,
                     name=name,
-                    source=source,
+                    source=_SOURCE_NAMES[source],
                     reason=f"{self._REASONS[source]} (order: {' > '.join(self.order)})",
                 )
         raise InvalidModel(

@@ -19,7 +19,7 @@ from app.schemas import JobRecord
 from app.store.storable import storable
 
 SourceKind = Literal["pattern", "template", "fallback"]
-OutcomeStatus = Literal["completed", "failed", "cancelled"]
+OutcomeStatus = Literal["completed", "cached", "failed", "cancelled"]
 
 
 class _Row:
@@ -83,10 +83,15 @@ class JobOutcome(_Row):
     finish_reason: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cost_usd: float | None = None
+    streamed: bool = False
     latency_ms: float | None = None
     upstream_latency_ms: float | None = None
     response_redacted: str | None = None
-    attempts: list[dict[str, Any]] | None = None
+    attempts: list[dict[str, Any]] | None = None  # every upstream call
+    output_attempts: list[dict[str, Any]] | None = None  # structured-output tries
     escaped_fields: tuple[str, ...] | None = None
 
     @classmethod

@@ -15,6 +15,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    false,
     func,
     text,
 )
@@ -100,7 +101,7 @@ class Job(Base):
     completed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
     status: Mapped[str] = mapped_column(
         String(16), index=True
-    )  # pending|completed|failed|cancelled|interrupted
+    )  # pending|completed|cached|failed|cancelled|interrupted
     error_type: Mapped[str | None] = mapped_column(String(64))
     error_message: Mapped[str | None] = mapped_column(Text)
 
@@ -121,6 +122,10 @@ class Job(Base):
     finish_reason: Mapped[str | None] = mapped_column(String(32))
     input_tokens: Mapped[int | None] = mapped_column(Integer)
     output_tokens: Mapped[int | None] = mapped_column(Integer)
+    cached_input_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    reasoning_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    cost_usd: Mapped[float | None] = mapped_column(nullable=True)
+    streamed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     latency_ms: Mapped[float | None] = mapped_column()
     upstream_latency_ms: Mapped[float | None] = mapped_column()
 
@@ -129,8 +134,10 @@ class Job(Base):
     redaction_map: Mapped[dict[str, Any]] = mapped_column(JSONType)
     snippet_ids: Mapped[list[Any]] = mapped_column(JSONType)
     replay_inputs: Mapped[bytes | None] = mapped_column(LargeBinary)
-    # Structured output: every attempt's outcome and issues (redacted), when a schema applied.
+    # Every upstream call: provider, model, outcome, error type, status, duration.
     attempts: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
+    # Structured output: every attempt's outcome and issues (redacted), when a schema applied.
+    output_attempts: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
     # Fields whose NUL or lone-surrogate characters were escaped so the backend would take them.
     escaped_fields: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
 
