@@ -16,11 +16,12 @@ from app.cli_runner import OperatorErrors, run
 from app.cli_snippets import snippets_cli
 from app.cli_store import db_cli, templates_cli
 from app.config import Settings, get_settings
-from app.errors import GenAIError
+from app.errors import InvalidModel
 from app.logging import configure_logging
 from app.metrics import shared_across_workers
 from app.preflight import run_preflight
-from app.routing.policy import ModelSelectionPolicy
+from app.providers.registry import provider_names
+from app.routing.policy import split_model
 from app.schemas import RenderRequest
 
 cli = typer.Typer(
@@ -57,6 +58,42 @@ def _parse_var(item: str) -> tuple[str, Any]:
         return key, raw
 
 
+ModelFlag = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        metavar="PROVIDER/MODEL",
+        help="The model for every task, over GENAI_MODEL_<TASK>, GENAI_MODEL and the config file "
+        "(a request's `model` and --model-for still win).",
+    ),
+]
+ModelForFlag = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model-for",
+        metavar="TASK=PROVIDER/MODEL",
+        help="The model for one task (a pattern name or tag), over --model; repeatable.",
+    ),
+]
+# How `serve` hands its model flags to uvicorn's worker processes, which build their settings
+# from the environment they inherit: Settings.cli_model and Settings.cli_task_models.
+CLI_MODEL_VARIABLE = "GENAI_CLI_MODEL"
+CLI_TASK_MODELS_VARIABLE = "GENAI_CLI_TASK_MODELS"
+
+
+def _task_models(items: list[str] | None) -> dict[str, str]:
+    """`--model-for TASK=M` values by task; the last one given for a task wins."""
+    found: dict[str, str] = {}
+    for item in items or []:
+        task, sep, model = item.partition("=")
+        if not sep or not task.strip() or not model.strip():
+            raise typer.BadParameter(
+                f"{item!r} is not TASK=PROVIDER/MODEL", param_hint="--model-for"
+            )
+        found[task.strip()] = model.strip()
+    return found
+
+
 _WORKER_START_SECONDS = 60
 
 
@@ -65,10 +102,18 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     workers: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
+    model: ModelFlag = None,
+    model_for: ModelForFlag = None,
 ) -> None:
     """Start the HTTP service (uvicorn)."""
     import uvicorn
 
+    task_models = _task_models(model_for)
+    if model:
+        os.environ[CLI_MODEL_VARIABLE] = model
+    if task_models:
+        os.environ[CLI_TASK_MODELS_VARIABLE] = json.dumps(task_models)
+    get_settings.cache_clear()  # read again with the flags, as each worker will read them
     settings = get_settings()
     # Settings, keys, the store and its migrations are proven here, so a problem is one line
     # from the CLI (exit 2) instead of a traceback from inside uvicorn.
@@ -103,14 +148,21 @@ def render(
         list[str] | None, typer.Option("--var", "-v", help="KEY=VALUE, repeatable.")
     ] = None,
     user_prompt: Annotated[str, typer.Option(help="The verbatim user message.")] = "",
-    model: Annotated[str | None, typer.Option(help="provider/model to pretend to choose.")] = None,
+    model: ModelFlag = None,
+    model_for: ModelForFlag = None,
 ) -> None:
     """Render a pattern locally and print the prompt, model choice and hashes as JSON."""
     variables = dict(_parse_var(item) for item in var or [])
-    request = RenderRequest(
-        pattern_key=pattern, variables=variables, user_prompt=user_prompt, model=model
-    )
-    result = run(lambda runtime: runtime.service.render(request))
+    request = RenderRequest(pattern_key=pattern, variables=variables, user_prompt=user_prompt)
+    settings = get_settings()
+    task_models = _task_models(model_for)
+    if model or task_models:  # the flags are two links of the model chain, as serve's are
+        cli_model = model or settings.cli_model
+        cli_task_models = task_models or settings.cli_task_models
+        settings = settings.model_copy(
+            update={"cli_model": cli_model, "cli_task_models": cli_task_models}
+        )
+    result = run(lambda runtime: runtime.service.render(request), settings)
     typer.echo(result.model_dump_json(indent=2))
 
 
@@ -159,11 +211,12 @@ def patterns_validate() -> None:
         failures += 1
     for name, roots in sorted(adapter.shadowed().items()):
         typer.echo(f"{name}: found in {', '.join(roots)}; the first one is used")
+    known_providers = provider_names(get_settings())
     for pattern in adapter.loadable():
         if pattern.meta.model_hint:
             try:
-                ModelSelectionPolicy(order=["hint"], default_model=pattern.meta.model_hint)
-            except GenAIError as exc:
+                split_model(pattern.meta.model_hint, known_providers)
+            except InvalidModel as exc:
                 typer.echo(f"{pattern.name}: model_hint: {exc.message}", err=True)
                 failures += 1
     typer.echo(f"{len(adapter.names())} patterns checked, {failures} problems")

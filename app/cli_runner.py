@@ -1,7 +1,8 @@
 """How every `genai` command runs its work and how any of them fails: one runner, one report.
 
     GenAIError          the API's `{"error": …}` body (app/error_body.py) on stderr, exit 1
-    ConfigurationError  `genai: SETTING: problem`, one line on stderr, exit 2
+    ConfigurationError  `genai: SETTING: problem`, one line on stderr (one per problem for
+                        ConfigurationProblems, e.g. a config file's), exit 2
     ValidationError     `genai: FIELD: problem`, one line per field, exit 2 (bad command input)
 
 Commands raise; `OperatorErrors`, the top-level command group, is the one place that turns an
@@ -21,7 +22,7 @@ from typer.core import TyperGroup
 
 from app.config import Settings, get_settings
 from app.error_body import error_body, error_json
-from app.errors import ConfigurationError, GenAIError
+from app.errors import ConfigurationError, ConfigurationProblems, GenAIError
 from app.store.db import check_reachable
 
 if TYPE_CHECKING:
@@ -47,6 +48,8 @@ def run(work: Callable[[Runtime], Awaitable[T]], settings: Settings | None = Non
 
 def operator_lines(exc: ConfigurationError | ValidationError) -> list[str]:
     """The one-line messages an operator sees, from the error's own fields."""
+    if isinstance(exc, ConfigurationProblems):
+        return [f"genai: {setting}: {problem}" for setting, problem in exc.problems]
     if isinstance(exc, ConfigurationError):
         return [f"genai: {exc.setting}: {exc.problem}"]
     return [

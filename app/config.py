@@ -1,19 +1,37 @@
-"""All configuration in one typed object, read from the environment (prefix `GENAI_`) and `.env`."""
+"""All configuration in one typed object, from (highest first) init arguments, the environment
+(prefix `GENAI_`), `.env`, the `genai.yaml` file GENAI_CONFIG names, then the defaults."""
 
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
+from app.config_file import ConfigFileSource
 from app.errors import ConfigurationError
 
-SelectionSource = Literal["explicit", "hint", "default"]
-DEFAULT_SELECTION_ORDER: tuple[SelectionSource, ...] = ("explicit", "hint", "default")
+BUILTIN_PROVIDERS = ("openai", "anthropic", "ollama")
+TASK_MODEL_ENV_PREFIX = "GENAI_MODEL_"
+_ENDPOINT_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]*")
+
+
+def task_model_env_name(task: str) -> str:
+    """GENAI_MODEL_<TASK>: the task upper-cased, every character but A-Z and 0-9 turned to `_`
+    (`email/reply` → GENAI_MODEL_EMAIL_REPLY)."""
+    return TASK_MODEL_ENV_PREFIX + re.sub(r"[^A-Z0-9]", "_", task.upper())
 
 
 class OpenAISettings(BaseSettings):
@@ -33,6 +51,16 @@ class AnthropicSettings(BaseSettings):
 class OllamaSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="OLLAMA_", extra="ignore")
     host: str | None = Field(default=None, description="Default: the SDK's http://127.0.0.1:11434.")
+
+
+class EndpointSettings(BaseModel):
+    """An extra OpenAI-compatible server (vLLM, Groq, LM Studio…), reached as `<name>/<model>`."""
+
+    model_config = ConfigDict(extra="forbid")
+    base_url: str = Field(description="The API root, e.g. http://127.0.0.1:8000/v1.")
+    api_key: SecretStr | None = Field(
+        default=None, description="In the config file: `api_key_env: VARIABLE`."
+    )
 
 
 class UpstreamSettings(BaseModel):
@@ -69,6 +97,13 @@ class CacheSettings(BaseModel):
     max_entries: int = Field(
         default=10_000, ge=1, description="In-memory cache size (least recently used go first)."
     )
+    redis_timeout_seconds: float = Field(
+        default=0.25,
+        gt=0,
+        le=10,
+        description="A Redis lookup or store slower than this is given up (a miss); the "
+        "completion goes upstream, never fails.",
+    )
 
 
 class LimitSettings(BaseModel):
@@ -87,6 +122,19 @@ class LimitSettings(BaseModel):
     retry_after_seconds: float = Field(
         default=1.0, gt=0, description="The Retry-After a shed request is given."
     )
+
+
+class ModelPrice(BaseModel):
+    """USD per million tokens; reasoning tokens are output tokens and billed as such."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    input: float = Field(ge=0)
+    cached_input: float | None = Field(
+        default=None,
+        ge=0,
+        description="Prompt tokens read from the provider's cache; default: the input price.",
+    )
+    output: float = Field(ge=0)
 
 
 class AuditSettings(BaseModel):
@@ -137,11 +185,33 @@ class Settings(BaseSettings):
         "this many seconds; 0 turns reloading off.",
     )
 
-    default_model: str = "openai/gpt-4o-mini"
+    config: Path | None = Field(
+        default=None,
+        description="GENAI_CONFIG: the genai.yaml to read (none is read when unset); the "
+        "environment and .env override it.",
+    )
+    default_model: str = Field(
+        default="openai/gpt-4o-mini",
+        description="The last link of the model chain: used when nothing above it names one.",
+    )
     model: str | None = Field(
         default=None,
         description="GENAI_MODEL: the model for every task, over pattern hints and the config "
         "file's task entries (a request's `model` and the CLI flags still win).",
+    )
+    cli_model: str | None = Field(
+        default=None,
+        description="`genai serve/render --model`; serve hands it to its workers as "
+        "GENAI_CLI_MODEL.",
+    )
+    cli_task_models: dict[str, str] = Field(
+        default_factory=dict,
+        description="`--model-for TASK=M`; serve hands them to its workers as "
+        "GENAI_CLI_TASK_MODELS (JSON).",
+    )
+    env_task_models: dict[str, str] = Field(
+        default_factory=dict,
+        description="Every GENAI_MODEL_<TASK> variable, by variable name (collected, not set).",
     )
     task_models: dict[str, str] = Field(
         default_factory=dict,
@@ -151,9 +221,6 @@ class Settings(BaseSettings):
         default_factory=dict,
         description="Fallback chains: a model, or a task (pattern name or tag) → the models "
         "tried in order when it fails for a reason worth retrying elsewhere.",
-    )
-    model_selection_order: Annotated[list[SelectionSource], NoDecode] = Field(
-        default_factory=lambda: list(DEFAULT_SELECTION_ORDER)
     )
     default_max_tokens: int = Field(default=1024, ge=1)
     capabilities_file: Path | None = Field(
@@ -177,9 +244,18 @@ class Settings(BaseSettings):
         default=None, description="redis://…: the response cache in Redis, shared by replicas."
     )
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    prices: dict[str, ModelPrice] = Field(
+        default_factory=dict,
+        description="Price overrides over the shipped table (app/routing/prices.yaml), keyed "
+        '"provider/model" or "provider/*".',
+    )
     openai: OpenAISettings = Field(default_factory=OpenAISettings)
     anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
     ollama: OllamaSettings = Field(default_factory=OllamaSettings)
+    endpoints: dict[str, EndpointSettings] = Field(
+        default_factory=dict,
+        description="Extra OpenAI-compatible servers by provider name: `vllm` serves `vllm/…`.",
+    )
 
     data_dir: Path = Field(
         default=Path("data"), description="Where the embedded database and generated keys live."
@@ -270,19 +346,93 @@ class Settings(BaseSettings):
             return [Path(part) for part in str(value).split(os.pathsep) if part]
         return value
 
-    @field_validator("model_selection_order", "capable_fallback_models", mode="before")
+    @field_validator("capable_fallback_models", mode="before")
     @classmethod
-    def _split_order(cls, value: Any) -> Any:
+    def _split_commas(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
-    @field_validator("model_selection_order")
+    @field_validator("endpoints")
     @classmethod
-    def _order_is_a_permutation(cls, value: list[SelectionSource]) -> list[SelectionSource]:
-        if not value or len(set(value)) != len(value):
-            raise ValueError("list each of explicit, hint, default at most once")
+    def _endpoint_names(cls, value: dict[str, EndpointSettings]) -> dict[str, EndpointSettings]:
+        for name in value:
+            if name in BUILTIN_PROVIDERS:
+                raise ValueError(f"{name!r} is a built-in provider: configure it under {name}:")
+            if not _ENDPOINT_NAME.fullmatch(name):
+                raise ValueError(
+                    f"endpoint name {name!r}: lower-case letters, digits, '.', '_' or '-' "
+                    "(it becomes the provider part of `name/model`)"
+                )
         return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Init arguments > environment > .env > the config file > defaults."""
+        environment = _Environment(env_settings, dotenv_settings)
+        return (
+            init_settings,
+            env_settings,
+            dotenv_settings,
+            _TaskModelVariables(settings_cls, environment),
+            ConfigFileSource(
+                settings_cls, path_field="config", env=environment.get, env_only=_NOT_IN_FILE
+            ),
+            file_secret_settings,
+        )
+
+
+_NOT_IN_FILE = {
+    "config": "the config file cannot name another one (GENAI_CONFIG names this one)",
+    "model": "is GENAI_MODEL, an environment override; the file sets default_model and task_models",
+    "cli_model": "is set by `genai serve/render --model`",
+    "cli_task_models": "is set by `genai serve/render --model-for`",
+    "env_task_models": "collects GENAI_MODEL_<TASK> variables; the file sets task_models",
+}
+
+
+class _Environment:
+    """Variables as the settings sources read them: the process environment over `.env`."""
+
+    def __init__(self, *sources: PydanticBaseSettingsSource) -> None:
+        self._sources = [s for s in sources if isinstance(s, EnvSettingsSource)]
+
+    def get(self, name: str) -> str | None:
+        for source in self._sources:
+            value = source.env_vars.get(name if source.case_sensitive else name.lower())
+            if value:
+                return value
+        return None
+
+    def with_prefix(self, prefix: str) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for source in reversed(self._sources):  # the environment last, so it wins
+            for name, value in source.env_vars.items():
+                if name.upper().startswith(prefix) and len(name) > len(prefix) and value:
+                    found[name.upper()] = value
+        return found
+
+
+class _TaskModelVariables(PydanticBaseSettingsSource):
+    """GENAI_MODEL_<TASK> names no field, so this source gathers them into env_task_models."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environment: _Environment) -> None:
+        super().__init__(settings_cls)
+        self._environment = environment
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ scans the variables at once
+
+    def __call__(self) -> dict[str, Any]:
+        found: Mapping[str, str] = self._environment.with_prefix(TASK_MODEL_ENV_PREFIX)
+        return {"env_task_models": dict(found)} if found else {}
 
 
 def _env_name(model_title: str | None, loc: tuple[int | str, ...]) -> str:

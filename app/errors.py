@@ -52,6 +52,7 @@ of the same type whose body also names the job.
 
     ConfigurationError                 not HTTP: a bad setting or unreachable store at start;
                                        the CLI prints its one line and exits 2
+    └── ConfigurationProblems          several at once (the config file): one line each
 """
 
 from __future__ import annotations
@@ -524,3 +525,16 @@ class ConfigurationError(Exception):
         super().__init__(f"{setting}: {problem}")
         self.setting = setting
         self.problem = problem
+
+
+class ConfigurationProblems(ConfigurationError):
+    """Several settings wrong at once (a config file is checked whole): one line per problem."""
+
+    def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
+        if not problems:
+            raise ValueError("ConfigurationProblems needs at least one problem")
+        super().__init__(*problems[0])
+        self.problems = list(problems)
+
+    def __str__(self) -> str:
+        return "\n".join(f"{setting}: {problem}" for setting, problem in self.problems)

@@ -17,6 +17,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from app.schemas import Usage
+
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
@@ -92,6 +94,73 @@ class Metrics:
             registry=self.registry,
             multiprocess_mode="livesum",
         )
+        # The response cache (app/cache/): each backend counts its own lookups.
+        self.cache_requests = Counter(
+            "genai_cache_requests_total",
+            "Response cache lookups: hit, miss, or error (cache unreachable, slow or its entry "
+            "unreadable; the request went upstream).",
+            ["result"],
+            registry=self.registry,
+        )
+        self.cache_write_failures = Counter(
+            "genai_cache_write_failures_total",
+            "Answers the response cache could not store (Redis down or slow, value not JSON).",
+            registry=self.registry,
+        )
+        self.cache_entries = Gauge(
+            "genai_cache_entries",
+            "Answers held by the in-memory response cache (summed over live workers).",
+            registry=self.registry,
+            multiprocess_mode="livesum",
+        )
+        # Concurrency limits (app/limits.py): `limit` is "global" or "provider:<name>".
+        self.shed = Counter(
+            "genai_shed_total",
+            "Requests answered 503 overloaded because a limit and its wait queue were full.",
+            ["limit"],
+            registry=self.registry,
+        )
+        self.inflight = Gauge(
+            "genai_inflight",
+            "Slots of a limit in use (summed over live workers).",
+            ["limit"],
+            registry=self.registry,
+            multiprocess_mode="livesum",
+        )
+        self.queue_waiting = Gauge(
+            "genai_queue_waiting",
+            "Requests waiting for a slot of a limit (summed over live workers).",
+            ["limit"],
+            registry=self.registry,
+            multiprocess_mode="livesum",
+        )
+        self.tokens = Counter(
+            "genai_tokens",
+            "Tokens by kind as providers reported them: cached_input is part of input, "
+            "reasoning part of output.",
+            ["provider", "model", "kind"],
+            registry=self.registry,
+        )
+        self.cost_usd = Counter(
+            "genai_cost_usd",
+            "Estimated spend in USD from the price table (unpriced models add nothing).",
+            ["provider", "model"],
+            registry=self.registry,
+        )
+
+    def record_usage(self, provider: str, model: str, usage: Usage, cost: float | None) -> None:
+        """Count one upstream answer's tokens (the kinds the provider reported) and its cost."""
+        counts = {
+            "input": usage.input_tokens,
+            "output": usage.output_tokens,
+            "cached_input": usage.cached_input_tokens,
+            "reasoning": usage.reasoning_tokens,
+        }
+        for kind, tokens in counts.items():
+            if tokens:
+                self.tokens.labels(provider, model, kind).inc(tokens)
+        if cost is not None:
+            self.cost_usd.labels(provider, model).inc(cost)
 
     def exposition(self) -> bytes:
         """The text format for `/metrics`: this process's values, or every worker's summed."""

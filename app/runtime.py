@@ -10,19 +10,24 @@ from app.audit.redaction import Redactor
 from app.audit.replay import Replayer
 from app.audit.trail import AuditTrail
 from app.auth.authenticator import Authenticator
+from app.cache import ResponseCache, build_cache
 from app.catalog import PatternCatalog
 from app.catalog.renderer import TemplateRenderer
 from app.catalog.resolver import SourceResolver
 from app.config import Settings
-from app.errors import StoreUnavailable
+from app.errors import ConfigurationProblems, StoreUnavailable
+from app.limits import ConcurrencyLimits
 from app.metrics import Metrics
+from app.pipeline.model_check import unservable_patterns
 from app.pipeline.prepare import PromptPreparer
+from app.pipeline.upstream import StreamTimeouts, Upstream
 from app.prompts.assembler import PromptAssembler, default_registry
 from app.providers import ProviderRegistry
 from app.providers.retry import RetryPolicy
 from app.readiness import Readiness
 from app.routing.capabilities import CapabilityCatalog
 from app.routing.policy import ModelSelectionPolicy
+from app.routing.prices import PriceTable
 from app.schemas import ModelParams
 from app.service import GenAIService
 from app.snippets import SnippetLibrary
@@ -56,6 +61,7 @@ class Runtime:
     replayer: Replayer
     readiness: Readiness
     authenticator: Authenticator
+    cache: ResponseCache
 
     async def aclose(self) -> None:
         """Drain queued audit writes first: a clean stop loses no record."""
@@ -63,6 +69,7 @@ class Runtime:
             await self.writer.aclose()
         finally:
             self.renderer.close()
+            await self.cache.aclose()
             await self.providers.aclose()
             await self.database.aclose()
 
@@ -82,6 +89,21 @@ async def _warn_if_schema_outdated(database: Database) -> None:
 
 
 async def build_runtime(settings: Settings) -> Runtime:
+    # The model configuration is proven before anything is opened: a refusal leaves nothing
+    # to close, and names every problem at once (ConfigurationProblems, one line each).
+    patterns = PatternCatalog(roots=settings.pattern_dir, defaults=settings.pattern_defaults)
+    capabilities = CapabilityCatalog.load(settings.capabilities_file)
+    policy = ModelSelectionPolicy.from_settings(settings)
+    default_params = ModelParams(max_tokens=settings.default_max_tokens)
+    unservable = unservable_patterns(
+        patterns.loadable(),
+        policy=policy,
+        capabilities=capabilities,
+        default_params=default_params,
+        supported_params=ProviderRegistry.supported_params,
+    )
+    if unservable:
+        raise ConfigurationProblems(unservable)
     database = Database.from_settings(settings)
     if settings.auto_migrate:
         await database.migrate()
@@ -93,11 +115,9 @@ async def build_runtime(settings: Settings) -> Runtime:
             settings.redaction_key, keys_dir / "redaction.key", what="GENAI_REDACTION_KEY"
         )
     )
-    vault = None
-    if settings.audit.store_replay_inputs:
-        vault = ReplayVault(
-            load_or_create_key(settings.data_key, keys_dir / "data.key", what="GENAI_DATA_KEY")
-        )
+    # Seals replay inputs and (with Redis) cached answers; replicas share it via GENAI_DATA_KEY.
+    data_key = load_or_create_key(settings.data_key, keys_dir / "data.key", what="GENAI_DATA_KEY")
+    vault = ReplayVault(data_key) if settings.audit.store_replay_inputs else None
     authenticator = Authenticator(
         ApiKeyRepository(database.sessions),
         load_or_create_key(settings.auth_secret, keys_dir / "auth.key", what="GENAI_AUTH_SECRET"),
@@ -116,7 +136,6 @@ async def build_runtime(settings: Settings) -> Runtime:
     )
     await writer.restore_spooled()  # completions a stop could not write, before anything new
     writer.start()
-    patterns = PatternCatalog(roots=settings.pattern_dir, defaults=settings.pattern_defaults)
     templates = TemplateRepository(database.sessions)
     snippets = SnippetLibrary(
         store=SnippetRepository(database.sessions), file_roots=list(settings.pattern_dir)
@@ -127,7 +146,6 @@ async def build_runtime(settings: Settings) -> Runtime:
         max_chars=settings.render_max_chars,
         workers=settings.render_workers,
     )
-    capabilities = CapabilityCatalog.load(settings.capabilities_file)
     providers = ProviderRegistry.from_settings(settings)
     preparer = PromptPreparer(
         resolver=SourceResolver(
@@ -137,22 +155,38 @@ async def build_runtime(settings: Settings) -> Runtime:
             on_fallback=lambda role: metrics.template_fallbacks.labels(role).inc(),
         ),
         snippets=snippets,
-        policy=ModelSelectionPolicy.from_settings(settings),
+        policy=policy,
         capabilities=capabilities,
         assembler=PromptAssembler(default_registry(), settings.task_instructions),
         supported_params=providers.supported_params,
-        default_params=ModelParams(max_tokens=settings.default_max_tokens),
+        default_params=default_params,
+        fallback_chains=settings.fallbacks,
     )
     audit = AuditTrail(
         jobs=jobs, writer=writer, redactor=redactor, vault=vault, mode=settings.audit.mode
     )
-    service = GenAIService(
+    limits = ConcurrencyLimits(settings.limits, metrics=metrics)
+    cache = build_cache(settings, metrics=metrics, data_key=data_key)
+    upstream = Upstream(
         preparer=preparer,
         providers=providers,
         retry=RetryPolicy(settings.upstream),
+        structured_max_attempts=settings.structured_max_attempts,
+        slot=limits.provider,
+    )
+    service = GenAIService(
+        preparer=preparer,
+        upstream=upstream,
         audit=audit,
         metrics=metrics,
-        structured_max_attempts=settings.structured_max_attempts,
+        deadline_seconds=settings.upstream.deadline_seconds,
+        stream_timeouts=StreamTimeouts(
+            first_token_seconds=settings.upstream.first_token_seconds,
+            idle_seconds=settings.upstream.idle_seconds,
+        ),
+        completion_slot=limits.completion,
+        cache=cache,
+        prices=PriceTable.load(settings.prices),
     )
     replayer = Replayer(
         jobs=jobs,
@@ -189,4 +223,5 @@ async def build_runtime(settings: Settings) -> Runtime:
         replayer=replayer,
         readiness=readiness,
         authenticator=authenticator,
+        cache=cache,
     )

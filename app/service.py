@@ -1,37 +1,81 @@
 """GenAIService, the completion pipeline: prepare → record → call → confirm → record → envelope.
 
-Preparing the prompt is the PromptPreparer's work, the repair loop is `app.prompts.repair`'s and
-storing is the AuditTrail's; this module only orders them and counts the outcome.
+Preparing the prompt is the PromptPreparer's work, reaching an answer (fallbacks, retries,
+deadline) is `app.pipeline.upstream`'s and storing is the AuditTrail's; this module only orders
+them, for a whole answer (`complete`) or a streamed one (`stream`), and counts the outcome.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextlib
 import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 
 import structlog
 
 from app.audit.trail import AuditTrail, OpenJob
-from app.errors import GenAIError
+from app.cache import CachedAnswer, ResponseCache, cache_key
+from app.errors import GenAIError, InvalidRequest
 from app.metrics import Metrics
 from app.pipeline.prepare import Prepared, PromptPreparer
-from app.prompts.repair import Answer, ModelCall, RepairLoop
-from app.providers import ProviderCall, ProviderRegistry, ProviderReply
-from app.providers.retry import RetryPolicy
+from app.pipeline.upstream import (
+    Answered,
+    Deadline,
+    OpenStream,
+    StreamTimeouts,
+    Upstream,
+    UpstreamRun,
+)
+from app.prompts.repair import Answer
+from app.providers import ProviderReply
+from app.providers.base import TextDelta
+from app.routing.prices import PriceTable
 from app.schemas import (
     CompletionEnvelope,
     CompletionResponse,
-    Message,
+    FieldProblem,
     RenderRequest,
     RenderResult,
 )
 
 log = structlog.get_logger(__name__)
 
+CompletionSlot = Callable[[], AbstractAsyncContextManager[object]]
+"""A global concurrency slot held for one whole completion (see `app.limits`)."""
+
+
+@contextlib.asynccontextmanager
+async def _no_limit() -> AsyncIterator[None]:
+    yield
+
+
+async def _replayed(envelope: CompletionEnvelope) -> AsyncIterator[StreamOutput]:
+    """A cached answer as a stream: its whole text as one delta, then the envelope."""
+    yield StreamDelta(envelope.response.text)
+    yield envelope
+
 
 def _elapsed_ms(since: float) -> float:
     return round((time.perf_counter() - since) * 1000, 2)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFailed:
+    """The stream's last event when it fails: the error, naming the job."""
+
+    error: GenAIError
+
+
+StreamOutput = StreamDelta | CompletionEnvelope | StreamFailed
+"""What `GenAIService.stream` yields: deltas, then the envelope or the failure."""
 
 
 class GenAIService:
@@ -39,82 +83,210 @@ class GenAIService:
         self,
         *,
         preparer: PromptPreparer,
-        providers: ProviderRegistry,
-        retry: RetryPolicy,
+        upstream: Upstream,
         audit: AuditTrail,
         metrics: Metrics,
-        structured_max_attempts: int,
+        deadline_seconds: float,
+        stream_timeouts: StreamTimeouts,
+        cache: ResponseCache,
+        prices: PriceTable,
+        completion_slot: CompletionSlot | None = None,
     ) -> None:
         self._preparer = preparer
-        self._providers = providers
-        self._retry = retry
+        self._upstream = upstream
         self._audit = audit
         self._metrics = metrics
-        self._structured_max_attempts = structured_max_attempts
+        self._deadline_seconds = deadline_seconds
+        self._stream_timeouts = stream_timeouts
+        self._slot: CompletionSlot = completion_slot or _no_limit
+        self._cache = cache
+        self._prices = prices
 
     async def render(self, request: RenderRequest) -> RenderResult:
         """A dry run: everything `complete` would do except recording and calling."""
         return (await self._preparer.prepare(request)).as_render_result()
 
+    def _deadline(self, deadline_ms: float | None) -> Deadline:
+        """The configured deadline, or the caller's when it is shorter (never longer)."""
+        seconds = self._deadline_seconds
+        if deadline_ms is not None:
+            seconds = min(seconds, deadline_ms / 1000)
+        return Deadline.after(seconds)
+
     async def complete(
-        self, request: RenderRequest, *, request_id: str | None = None
+        self,
+        request: RenderRequest,
+        *,
+        request_id: str | None = None,
+        deadline_ms: float | None = None,
     ) -> CompletionEnvelope:
         started = time.perf_counter()
-        prepared = await self._preparer.prepare(request)
-        job = await self._audit.start(prepared, request=request, request_id=request_id)
-        structlog.contextvars.bind_contextvars(job_id=job.id)
-        provider = prepared.choice.provider
-        loop = RepairLoop(
-            schema=prepared.source.output_schema,
-            native=prepared.native_schema,
-            max_attempts=self._structured_max_attempts,
-            provider=provider,
-        )
-        upstream_started = time.perf_counter()
+        deadline = self._deadline(deadline_ms)
+        async with self._slot():
+            prepared = await self._preparer.prepare(request)
+            key = self._cache_key(prepared)
+            if key is not None and (hit := await self._cache.get(key)) is not None:
+                return await self._from_cache(prepared, hit, request_id, started)
+            job = await self._audit.start(prepared, request=request, request_id=request_id)
+            structlog.contextvars.bind_contextvars(job_id=job.id)
+            run = self._upstream.run(prepared, deadline)
+            upstream_started = time.perf_counter()
+            try:
+                answered = await run.complete()
+                upstream_ms = _elapsed_ms(upstream_started)
+                # With GENAI_AUDIT__MODE=with-call the pending record may still be on its way:
+                # an answer whose record is not durable is never returned.
+                await self._audit.confirm(job)
+            except GenAIError as exc:
+                raise await self._failed(job, exc, started, upstream_started, run) from (
+                    exc.__cause__
+                )
+            except asyncio.CancelledError:  # the client went away; the record must say so
+                self._cancelled(job, started, run)
+                raise
+            cost = await self._completed(job, run, answered, started, upstream_ms)
+            envelope = self._envelope(job, request_id, run, answered, key, cost)
+            await self._remember(key, envelope)
+            return envelope
+
+    async def stream(
+        self,
+        request: RenderRequest,
+        *,
+        request_id: str | None = None,
+        deadline_ms: float | None = None,
+    ) -> AsyncIterator[StreamOutput]:
+        """Start a streamed completion; failures before the first text raise (an HTTP error),
+        later ones end the stream with `StreamFailed`. Close the iterator to cancel it."""
+        started = time.perf_counter()
+        deadline = self._deadline(deadline_ms)
+        slot = contextlib.AsyncExitStack()
+        await slot.enter_async_context(self._slot())
         try:
-            answer = await loop.run(self._caller(prepared), prepared.prompt.messages)
-            upstream_ms = _elapsed_ms(upstream_started)
-            # With GENAI_AUDIT_MODE=with-call the pending record may still be on its way: an
-            # answer whose record is not durable is never returned.
-            await self._audit.confirm(job)
-        except GenAIError as exc:
-            raise await self._failed(job, exc, started, upstream_started, loop) from exc.__cause__
-        except asyncio.CancelledError:  # the client went away; the record must say so
-            self._audit.cancelled(job, latency_ms=_elapsed_ms(started), attempts=loop.attempts)
-            self._metrics.completions.labels(provider, "cancelled").inc()
+            prepared = await self._preparer.prepare(request)
+            if prepared.source.output_schema is not None:
+                raise InvalidRequest(
+                    [
+                        FieldProblem(
+                            loc=["body", "stream"],
+                            msg=f"pattern {prepared.source.name!r} declares an output_schema: "
+                            "its answer is validated (and repaired) before it is returned, so "
+                            "it cannot be streamed; send the request without `stream`",
+                            type="stream_with_output_schema",
+                        )
+                    ]
+                )
+            key = self._cache_key(prepared)
+            if key is not None and (hit := await self._cache.get(key)) is not None:
+                envelope = await self._from_cache(prepared, hit, request_id, started)
+                await slot.aclose()
+                return _replayed(envelope)
+            job = await self._audit.start(prepared, request=request, request_id=request_id)
+            structlog.contextvars.bind_contextvars(job_id=job.id)
+            run = self._upstream.run(prepared, deadline)
+            upstream_started = time.perf_counter()
+            try:
+                opened = await run.open_stream(self._stream_timeouts)
+            except GenAIError as exc:
+                raise await self._failed(job, exc, started, upstream_started, run) from (
+                    exc.__cause__
+                )
+            except asyncio.CancelledError:
+                self._cancelled(job, started, run)
+                raise
+        except BaseException:
+            await slot.aclose()
             raise
+        return self._relay(job, request_id, run, opened, started, upstream_started, slot, key)
+
+    async def _relay(
+        self,
+        job: OpenJob,
+        request_id: str | None,
+        run: UpstreamRun,
+        opened: OpenStream,
+        started: float,
+        upstream_started: float,
+        slot: contextlib.AsyncExitStack,
+        key: str | None,
+    ) -> AsyncIterator[StreamOutput]:
+        """The open stream's events to the caller, then the record and the envelope."""
+        try:
+            try:
+                reply = opened.first if isinstance(opened.first, ProviderReply) else None
+                if isinstance(opened.first, TextDelta):
+                    yield StreamDelta(opened.first.text)
+                while reply is None:
+                    # The deadline guards each wait, never a `yield`: the caller's sending
+                    # happens between them, in the same task.
+                    async with run.deadline.guard():
+                        event = await anext(opened.events, None)
+                    if event is None:  # the adapter ended without its reply: a bug there
+                        raise RuntimeError("provider stream ended without a final reply")
+                    if isinstance(event, ProviderReply):
+                        reply = event
+                    else:
+                        yield StreamDelta(event.text)
+                upstream_ms = _elapsed_ms(upstream_started)
+                await self._audit.confirm(job)
+            except GenAIError as exc:
+                yield StreamFailed(await self._failed(job, exc, started, upstream_started, run))
+                return
+            except (asyncio.CancelledError, GeneratorExit):
+                self._cancelled(job, started, run)
+                raise
+            answered = Answered(opened.prepared, Answer(reply))
+            cost = await self._completed(job, run, answered, started, upstream_ms, streamed=True)
+            envelope = self._envelope(job, request_id, run, answered, key, cost)
+            await self._remember(key, envelope)
+            yield envelope
+        finally:
+            await opened.close()
+            await slot.aclose()
+
+    async def _completed(
+        self,
+        job: OpenJob,
+        run: UpstreamRun,
+        answered: Answered,
+        started: float,
+        upstream_ms: float,
+        *,
+        streamed: bool = False,
+    ) -> float | None:
+        """Record the answer and count it; its cost by the price table (None: unpriced)."""
+        reply, choice = answered.answer.reply, answered.prepared.choice
+        cost = self._prices.cost_usd(choice.provider, choice.name, reply.usage)
         await self._audit.completed(
             job,
-            answer.reply,
+            reply,
+            answered_by=answered.prepared,
             latency_ms=_elapsed_ms(started),
             upstream_ms=upstream_ms,
-            attempts=answer.attempts,
+            calls=run.attempts,
+            output_attempts=run.output_attempts,
+            streamed=streamed,
+            cost_usd=cost,
         )
-        self._metrics.completions.labels(provider, "completed").inc()
-        self._metrics.upstream_seconds.labels(provider).observe(upstream_ms / 1000)
+        self._metrics.completions.labels(choice.provider, "completed").inc()
+        self._metrics.record_usage(choice.provider, choice.name, reply.usage, cost)
+        self._metrics.upstream_seconds.labels(choice.provider).observe(upstream_ms / 1000)
         structlog.contextvars.bind_contextvars(
             upstream_ms=upstream_ms,
-            input_tokens=answer.reply.usage.input_tokens,
-            output_tokens=answer.reply.usage.output_tokens,
+            input_tokens=reply.usage.input_tokens,
+            output_tokens=reply.usage.output_tokens,
+            cost_usd=cost,
         )
-        return self._envelope(job, request_id, prepared, answer)
+        return cost
 
-    def _caller(self, prepared: Prepared) -> ModelCall:
-        """One provider call per conversation, under the retry policy."""
-        provider = self._providers.get(prepared.choice.provider)
-        schema = prepared.source.output_schema if prepared.native_schema else None
-
-        async def call(messages: tuple[Message, ...]) -> ProviderReply:
-            request = ProviderCall(
-                model=prepared.choice.name,
-                system=prepared.prompt.system,
-                messages=messages,
-                params=prepared.params,
-                output_schema=schema,
-            )
-            return await self._retry.run(functools.partial(provider.complete, request))
-
-        return call
+    def _cancelled(self, job: OpenJob, started: float, run: UpstreamRun) -> None:
+        self._audit.cancelled(
+            job,
+            latency_ms=_elapsed_ms(started),
+            calls=run.attempts,
+            output_attempts=run.output_attempts,
+        )
+        self._metrics.completions.labels(run.provider, "cancelled").inc()
 
     async def _failed(
         self,
@@ -122,7 +294,7 @@ class GenAIService:
         exc: GenAIError,
         started: float,
         upstream_started: float,
-        loop: RepairLoop,
+        run: UpstreamRun,
     ) -> GenAIError:
         """Record the failure; the error to raise is a new one that names the job."""
         upstream_ms = _elapsed_ms(upstream_started)
@@ -131,16 +303,94 @@ class GenAIService:
             exc,
             latency_ms=_elapsed_ms(started),
             upstream_ms=upstream_ms,
-            attempts=loop.attempts,
+            calls=run.attempts,
+            output_attempts=run.output_attempts,
         )
-        self._metrics.completions.labels(loop.provider, "failed").inc()
+        self._metrics.completions.labels(run.provider, "failed").inc()
         structlog.contextvars.bind_contextvars(upstream_ms=upstream_ms, error_type=exc.error_type)
         return exc.with_job(job.id)
 
+    def _cache_key(self, prepared: Prepared) -> str | None:
+        """The response-cache key when this request uses the cache: its own `cache` flag, else
+        the pattern's front-matter."""
+        wanted = prepared.request.cache
+        if not (prepared.source.cache if wanted is None else wanted):
+            return None
+        return cache_key(
+            provenance=prepared.provenance,
+            params=prepared.params,
+            prompt=prepared.prompt,
+            output_schema=prepared.source.output_schema if prepared.native_schema else None,
+        )
+
+    async def _remember(self, key: str | None, envelope: CompletionEnvelope) -> None:
+        """Keep an answer of the chosen model for the next identical request; a fallback's is
+        not kept (the key names the chosen model, which may be back next time)."""
+        if key is None or envelope.model_choice.source == "fallback":
+            return
+        response = envelope.response
+        await self._cache.put(
+            key,
+            CachedAnswer(
+                text=response.text,
+                finish_reason=response.finish_reason,
+                usage=response.usage,
+                parsed=envelope.parsed,
+                validation=envelope.validation,
+                provider=response.provider,
+                model=response.model,
+                cost_usd=response.cost_usd,
+            ),
+        )
+
+    async def _from_cache(
+        self, prepared: Prepared, hit: CachedAnswer, request_id: str | None, started: float
+    ) -> CompletionEnvelope:
+        """A cache hit: no provider call, but an audit record (status `cached`) all the same."""
+        job = await self._audit.start(prepared, request=prepared.request, request_id=request_id)
+        structlog.contextvars.bind_contextvars(job_id=job.id, cache="hit")
+        reply = ProviderReply(text=hit.text, finish_reason=hit.finish_reason, usage=hit.usage)
+        await self._audit.completed(
+            job,
+            reply,
+            latency_ms=_elapsed_ms(started),
+            upstream_ms=0.0,
+            cost_usd=0.0,
+            status="cached",
+        )
+        self._metrics.completions.labels(prepared.choice.provider, "cached").inc()
+        return CompletionEnvelope(
+            job_id=job.id,
+            request_id=request_id,
+            prompt=prepared.prompt,
+            params=prepared.params,
+            response=CompletionResponse(
+                text=hit.text,
+                provider=hit.provider,
+                model=hit.model,
+                finish_reason=hit.finish_reason,
+                usage=hit.usage,  # the original call's; this request made none
+                cost_usd=0.0,
+            ),
+            model_choice=prepared.choice,
+            provenance=prepared.provenance,
+            parsed=hit.parsed,
+            validation=hit.validation,
+            attempts=[],
+            cache="hit",
+        )
+
     @staticmethod
     def _envelope(
-        job: OpenJob, request_id: str | None, prepared: Prepared, answer: Answer
+        job: OpenJob,
+        request_id: str | None,
+        run: UpstreamRun,
+        answered: Answered,
+        key: str | None,
+        cost: float | None,
     ) -> CompletionEnvelope:
+        prepared: Prepared = answered.prepared
+        answer = answered.answer
         return CompletionEnvelope(
             job_id=job.id,
             request_id=request_id,
@@ -152,9 +402,12 @@ class GenAIService:
                 model=prepared.choice.name,
                 finish_reason=answer.reply.finish_reason,
                 usage=answer.reply.usage,
+                cost_usd=cost,
             ),
             model_choice=prepared.choice,
             provenance=prepared.provenance,
             parsed=answer.parsed,
             validation=answer.outcome,
+            attempts=list(run.attempts),
+            cache="off" if key is None else "miss",
         )

@@ -43,8 +43,11 @@ LAYERS: list[grimp.Layer] = [
     grimp.Layer("providers"),
     grimp.Layer("auth"),
     grimp.Layer("store"),
+    grimp.Layer("cache"),  # the response cache: answers by key, memory or Redis; below the service
     grimp.Layer("tracking"),  # pure fingerprints and provenance
-    grimp.Layer("metrics", "logging", "config", independent=False),
+    grimp.Layer("limits"),  # concurrency limits and load shedding: counters and futures only
+    # config reads config_file (the genai.yaml source), which knows Settings only as a class.
+    grimp.Layer("metrics", "logging", "config", "config_file", independent=False),
     grimp.Layer("error_body", "errors", "schemas", independent=False),
 ]
 

@@ -514,7 +514,7 @@ async def test_every_field_of_a_completion_is_made_storable_lone_surrogates_incl
     )
     attempts = [Attempt(1, False, ValidationIssues(unknown=["$.k\x00ey"]), "x\udc00")]
     await trail.completed(
-        OpenJob("j1", {}), reply, latency_ms=1.0, upstream_ms=0.5, attempts=attempts
+        OpenJob("j1", {}), reply, latency_ms=1.0, upstream_ms=0.5, output_attempts=attempts
     )
     try:
         record = await trail.get("j1")

@@ -115,12 +115,12 @@ def test_render_reads_json_var_values_as_numbers_and_lists_and_others_as_text(ro
     assert out["provenance"]["variables_hash"] != variables_hash({**expected, "limit": "41"})
 
 
-def test_render_explicit_model_option_overrides_the_hint(root: Path) -> None:
-    result = run("render", "email/greet", "--var", "name=Ana", "--model", "ollama/llama3.2:3b")
+def test_render_model_option_overrides_the_hint(root: Path) -> None:
+    variables = ("--var", "labels=[1]", "--var", "limit=1")
+    result = run("render", "classify", *variables, "--model", "ollama/llama3.2:3b")
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    assert out["prompt"]["system"] == "Hello Ana."
-    assert out["model_choice"]["source"] == "request"
+    assert out["model_choice"]["source"] == "cli"  # over the pattern's model_hint
     assert out["provenance"]["model"] == "llama3.2:3b"
 
 

@@ -6,11 +6,12 @@ import os
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr, ValidationError
+from pydantic import SecretStr
 
-from app.config import Settings
-from app.errors import InvalidModel
+from app.config import Settings, task_model_env_name
+from app.errors import ConfigurationProblems, InvalidModel
 from app.routing.policy import ModelSelectionPolicy, split_model
+from app.schemas import ModelChoice, ModelSource
 
 DEFAULT = "openai/gpt-4o-mini"
 EXPLICIT = "anthropic/claude-sonnet-4-5"
@@ -18,7 +19,7 @@ HINT = "ollama/llama3.2:3b"
 
 
 def default_policy() -> ModelSelectionPolicy:
-    return ModelSelectionPolicy(order=["explicit", "hint", "default"], default_model=DEFAULT)
+    return ModelSelectionPolicy(default_model=DEFAULT)
 
 
 @pytest.fixture
@@ -31,11 +32,11 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyP
     return monkeypatch
 
 
-# --- default order ----------------------------------------------------------------------------
+# --- the chain --------------------------------------------------------------------------------
 
 
 def test_explicit_model_wins_over_hint_and_default() -> None:
-    choice = default_policy().choose_model(EXPLICIT, HINT)
+    choice = default_policy().choose_model(EXPLICIT, hint=HINT)
     assert choice.model == EXPLICIT
     assert choice.provider == "anthropic"
     assert choice.name == "claude-sonnet-4-5"
@@ -44,68 +45,200 @@ def test_explicit_model_wins_over_hint_and_default() -> None:
 
 
 def test_hint_wins_over_default_when_no_explicit_model() -> None:
-    choice = default_policy().choose_model(None, HINT)
+    choice = default_policy().choose_model(None, hint=HINT)
     assert (choice.model, choice.provider, choice.name) == (HINT, "ollama", "llama3.2:3b")
     assert choice.source == "hint"
     assert "model_hint" in choice.reason
 
 
 def test_default_is_used_when_neither_explicit_nor_hint() -> None:
-    choice = default_policy().choose_model(None, None)
+    choice = default_policy().choose_model(None)
     assert (choice.model, choice.provider, choice.name) == (DEFAULT, "openai", "gpt-4o-mini")
     assert choice.source == "config_default"
-    assert "default" in choice.reason
+    assert "GENAI_DEFAULT_MODEL" in choice.reason
 
 
 def test_empty_explicit_model_counts_as_not_given() -> None:
-    assert default_policy().choose_model("", HINT).source == "hint"
+    assert default_policy().choose_model("", hint=HINT).source == "hint"
 
 
-def test_reason_states_the_order_that_was_applied() -> None:
-    choice = default_policy().choose_model(None, None)
-    assert "explicit > hint > default" in choice.reason
+LADDER: list[tuple[ModelSource, str]] = [
+    ("request", "openai/from-request"),
+    ("cli_task", "openai/from-cli-task"),
+    ("cli", "openai/from-cli"),
+    ("env_task", "openai/from-env-task"),
+    ("env", "openai/from-env"),
+    ("config_task", "openai/from-config-task"),
+    ("hint", "openai/from-hint"),
+    ("config_default", "openai/from-default"),
+]
+MODEL_OF: dict[ModelSource, str] = dict(LADDER)
 
 
-# --- configured order -------------------------------------------------------------------------
+def choose_from(levels: set[ModelSource]) -> ModelChoice:
+    """The choice with exactly `levels` set (the default always is), each to its own model, for
+    the pattern `email/reply` whose tag is `email`."""
+
+    def given(level: ModelSource) -> str | None:
+        return MODEL_OF[level] if level in levels else None
+
+    def per_task(level: ModelSource, key: str = "email/reply") -> dict[str, str]:
+        return {key: MODEL_OF[level]} if level in levels else {}
+
+    policy = ModelSelectionPolicy(
+        default_model=MODEL_OF["config_default"],
+        model=given("env"),
+        task_models=per_task("config_task"),
+        cli_model=given("cli"),
+        cli_task_models=per_task("cli_task"),
+        env_task_models=per_task("env_task", "GENAI_MODEL_EMAIL_REPLY"),
+    )
+    return policy.choose_model(given("request"), tasks=("email/reply", "email"), hint=given("hint"))
 
 
-def test_configured_order_changes_the_choice_without_code_changes(
+@pytest.mark.parametrize("index", range(len(LADDER)))
+def test_each_link_beats_every_link_below_it(index: int) -> None:
+    source, model = LADDER[index]
+    choice = choose_from({level for level, _ in LADDER[index:]})
+    assert (choice.source, choice.model) == (source, model)
+
+
+@pytest.mark.parametrize("index", range(1, len(LADDER)))
+def test_each_link_loses_to_the_link_above_it(index: int) -> None:
+    above, model = LADDER[index - 1]
+    choice = choose_from({above, LADDER[index][0]})
+    assert (choice.source, choice.model) == (above, model)
+
+
+def test_a_task_entry_matches_the_pattern_name_before_its_tags_in_order() -> None:
+    tasks = ("email/reply", "draft", "email")
+    by_tag = ModelSelectionPolicy(
+        default_model=DEFAULT,
+        task_models={"email": "openai/by-second-tag", "draft": "openai/by-first-tag"},
+    ).choose_model(None, tasks=tasks)
+    assert (by_tag.source, by_tag.model) == ("config_task", "openai/by-first-tag")
+    assert "task_models.draft" in by_tag.reason
+    by_name = ModelSelectionPolicy(
+        default_model=DEFAULT,
+        task_models={"draft": "openai/by-first-tag", "email/reply": "openai/by-name"},
+    ).choose_model(None, tasks=tasks)
+    assert by_name.model == "openai/by-name"
+
+
+def test_a_tag_entry_on_a_higher_link_beats_a_name_entry_on_a_lower_one() -> None:
+    policy = ModelSelectionPolicy(
+        default_model=DEFAULT,
+        cli_task_models={"email": "openai/cli-tag"},
+        task_models={"email/reply": "openai/file-name"},
+    )
+    choice = policy.choose_model(None, tasks=("email/reply", "email"))
+    assert (choice.source, choice.model) == ("cli_task", "openai/cli-tag")
+
+
+def test_task_entries_for_other_tasks_are_not_used() -> None:
+    policy = ModelSelectionPolicy(
+        default_model=DEFAULT,
+        cli_task_models={"summarize": "openai/elsewhere"},
+        env_task_models={"GENAI_MODEL_SUMMARIZE": "openai/elsewhere"},
+        task_models={"summarize": "openai/elsewhere"},
+    )
+    assert policy.choose_model(None, tasks=("email/reply",)).source == "config_default"
+
+
+@pytest.mark.parametrize(
+    ("task", "variable"),
+    [
+        ("summarize", "GENAI_MODEL_SUMMARIZE"),
+        ("email/reply", "GENAI_MODEL_EMAIL_REPLY"),
+        ("code-review.v2", "GENAI_MODEL_CODE_REVIEW_V2"),
+        ("Mixed Case", "GENAI_MODEL_MIXED_CASE"),
+    ],
+)
+def test_the_task_variable_is_upper_case_with_every_other_character_an_underscore(
+    task: str, variable: str
+) -> None:
+    assert task_model_env_name(task) == variable
+    policy = ModelSelectionPolicy(default_model=DEFAULT, env_task_models={variable: EXPLICIT})
+    choice = policy.choose_model(None, tasks=(task,))
+    assert (choice.source, choice.model) == ("env_task", EXPLICIT)
+    assert variable in choice.reason
+
+
+def test_the_retired_order_knob_is_refused_with_a_line_saying_so(
     clean_env: pytest.MonkeyPatch,
 ) -> None:
-    settings = Settings(_env_file=None, model_selection_order="hint,explicit,default")
-    assert settings.model_selection_order == ["hint", "explicit", "default"]
+    assert "model_selection_order" not in Settings.model_fields
+    clean_env.setenv("GENAI_MODEL_SELECTION_ORDER", "default,hint,explicit")
+    with pytest.raises(ConfigurationProblems) as caught:
+        ModelSelectionPolicy.from_settings(Settings(_env_file=None))
+    [(setting, problem)] = caught.value.problems
+    assert setting == "GENAI_MODEL_SELECTION_ORDER"
+    assert problem.startswith("removed: the model chain has a fixed order (request > ")
+
+
+def test_task_variables_are_collected_from_the_environment(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("GENAI_MODEL_EMAIL_REPLY", "anthropic/claude-haiku-4-5")
+    clean_env.setenv("GENAI_MODEL", "openai/gpt-4o")
+    settings = Settings(_env_file=None)
+    assert settings.env_task_models == {"GENAI_MODEL_EMAIL_REPLY": "anthropic/claude-haiku-4-5"}
+    assert settings.model == "openai/gpt-4o"
     policy = ModelSelectionPolicy.from_settings(settings)
-    choice = policy.choose_model(EXPLICIT, HINT)
-    assert choice.source == "hint"
-    assert choice.model == HINT
-    assert "hint > explicit > default" in choice.reason
-    # Without a hint the next source in the configured order applies.
-    assert policy.choose_model(EXPLICIT, None).source == "request"
-    # The stock order, same inputs: the explicit model wins.
-    assert default_policy().choose_model(EXPLICIT, HINT).source == "request"
+    assert policy.choose_model(None, tasks=("email/reply",)).source == "env_task"
+    assert policy.choose_model(None, tasks=("summarize",)).source == "env"
 
 
-def test_configured_order_from_the_environment(clean_env: pytest.MonkeyPatch) -> None:
-    clean_env.setenv("GENAI_MODEL_SELECTION_ORDER", "default, explicit")
-    clean_env.setenv("GENAI_DEFAULT_MODEL", "anthropic/claude-haiku")
-    policy = ModelSelectionPolicy.from_settings(Settings(_env_file=None))
-    choice = policy.choose_model(EXPLICIT, HINT)
-    assert (choice.source, choice.model) == ("config_default", "anthropic/claude-haiku")
+def test_task_variables_are_read_from_dotenv_too_and_the_environment_wins(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / ".env").write_text(
+        "GENAI_MODEL_SUMMARIZE=openai/from-dotenv\nGENAI_MODEL_DRAFT=openai/dotenv-draft\n"
+    )
+    clean_env.setenv("GENAI_MODEL_DRAFT", "openai/env-draft")
+    settings = Settings()
+    assert settings.env_task_models == {
+        "GENAI_MODEL_SUMMARIZE": "openai/from-dotenv",
+        "GENAI_MODEL_DRAFT": "openai/env-draft",
+    }
 
 
-def test_order_that_leaves_no_source_raises_invalid_model() -> None:
-    policy = ModelSelectionPolicy(order=["explicit"], default_model=DEFAULT)
-    with pytest.raises(InvalidModel) as caught:
-        policy.choose_model(None, HINT)
-    assert caught.value.status_code == 422
-    assert caught.value.error_type == "invalid_model"
-    assert policy.choose_model(EXPLICIT, HINT).model == EXPLICIT
+def test_every_unusable_model_setting_is_one_problem_naming_the_setting(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    clean_env.setenv("GENAI_MODEL_SUMMARIZE", "no-slash")
+    settings = Settings(
+        _env_file=None,
+        default_model="nowhere/model",
+        task_models={"email": "openai/fine", "draft": "mistral/large"},
+        fallbacks={"openai/gpt-4o": ["anthropic/fine", "gpt-4o-mini"]},
+        cli_model="openai/",
+    )
+    with pytest.raises(ConfigurationProblems) as caught:
+        ModelSelectionPolicy.from_settings(settings)
+    problems = dict(caught.value.problems)
+    assert set(problems) == {
+        "GENAI_DEFAULT_MODEL (default_model)",
+        "GENAI_MODEL_SUMMARIZE",
+        "task_models.draft",
+        "fallbacks.openai/gpt-4o[1]",
+        "--model",
+    }
+    assert "Unknown provider 'nowhere'" in problems["GENAI_DEFAULT_MODEL (default_model)"]
+    assert "provider/model" in problems["GENAI_MODEL_SUMMARIZE"]
 
 
-def test_order_without_default_and_no_explicit_or_hint_raises_invalid_model() -> None:
-    policy = ModelSelectionPolicy(order=["explicit", "hint"], default_model=DEFAULT)
+def test_a_configured_endpoint_is_a_known_provider(clean_env: pytest.MonkeyPatch) -> None:
+    settings = Settings(
+        _env_file=None,
+        endpoints={"vllm": {"base_url": "http://127.0.0.1:9/v1"}},
+        task_models={"summarize": "vllm/meta-llama/Llama-3.1-8B-Instruct"},
+    )
+    policy = ModelSelectionPolicy.from_settings(settings)
+    choice = policy.choose_model(None, tasks=("summarize",))
+    assert (choice.provider, choice.name) == ("vllm", "meta-llama/Llama-3.1-8B-Instruct")
+    with pytest.raises(InvalidModel, match="vllm"):  # the message lists the known ones
+        policy.split("groq/llama-3.1-8b-instant")
     with pytest.raises(InvalidModel):
-        policy.choose_model(None, None)
+        split_model("vllm/some-model")  # not without the settings that declare it
 
 
 # --- model names ------------------------------------------------------------------------------
@@ -123,7 +256,7 @@ def test_order_without_default_and_no_explicit_or_hint_raises_invalid_model() ->
 )
 def test_model_part_may_contain_slashes_and_colons(model: str, provider: str, name: str) -> None:
     assert split_model(model) == (provider, name)
-    choice = default_policy().choose_model(model, None)
+    choice = default_policy().choose_model(model)
     assert (choice.provider, choice.name, choice.model) == (provider, name, f"{provider}/{name}")
 
 
@@ -135,32 +268,32 @@ def test_model_without_provider_slash_model_is_invalid(model: str) -> None:
 
 def test_explicit_model_without_slash_is_invalid_model() -> None:
     with pytest.raises(InvalidModel):
-        default_policy().choose_model("gpt-4o-mini", None)
+        default_policy().choose_model("gpt-4o-mini")
 
 
 def test_unknown_provider_is_invalid_model_and_names_the_known_ones() -> None:
     with pytest.raises(InvalidModel) as caught:
-        default_policy().choose_model("mistral/large", None)
+        default_policy().choose_model("mistral/large")
     assert "mistral" in caught.value.message
     assert "openai" in caught.value.message
 
 
 def test_invalid_hint_is_invalid_model_when_the_hint_is_chosen() -> None:
     with pytest.raises(InvalidModel):
-        default_policy().choose_model(None, "not-a-model")
+        default_policy().choose_model(None, hint="not-a-model")
 
 
 @pytest.mark.parametrize("bad", ["gpt-4o-mini", "unknown/model", "openai/"])
 def test_bad_default_model_fails_at_construction(bad: str) -> None:
     with pytest.raises(InvalidModel):
-        ModelSelectionPolicy(order=["explicit", "hint", "default"], default_model=bad)
+        ModelSelectionPolicy(default_model=bad)
 
 
 def test_bad_default_model_from_settings_fails_at_construction(
     clean_env: pytest.MonkeyPatch,
 ) -> None:
     settings = Settings(_env_file=None, default_model="nowhere/model")
-    with pytest.raises(InvalidModel):
+    with pytest.raises(ConfigurationProblems, match="GENAI_DEFAULT_MODEL"):
         ModelSelectionPolicy.from_settings(settings)
 
 
@@ -170,7 +303,6 @@ def test_bad_default_model_from_settings_fails_at_construction(
 def test_settings_defaults(clean_env: pytest.MonkeyPatch) -> None:
     settings = Settings(_env_file=None)
     assert settings.pattern_dir == [Path("patterns")]
-    assert settings.model_selection_order == ["explicit", "hint", "default"]
     assert settings.default_model == DEFAULT
     assert settings.openai.api_key is None
 
@@ -189,30 +321,6 @@ def test_pattern_dir_env_with_one_root(clean_env: pytest.MonkeyPatch) -> None:
 def test_pattern_dir_env_ignores_empty_segments(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("GENAI_PATTERN_DIR", f"/a{os.pathsep}{os.pathsep}/b{os.pathsep}")
     assert Settings(_env_file=None).pattern_dir == [Path("/a"), Path("/b")]
-
-
-def test_model_selection_order_env_is_a_comma_list(clean_env: pytest.MonkeyPatch) -> None:
-    clean_env.setenv("GENAI_MODEL_SELECTION_ORDER", " hint , default ")
-    assert Settings(_env_file=None).model_selection_order == ["hint", "default"]
-
-
-@pytest.mark.parametrize(
-    "order", ["hint,hint,default", "explicit,hint,explicit", "default,default"]
-)
-def test_model_selection_order_with_duplicates_is_rejected(
-    clean_env: pytest.MonkeyPatch, order: str
-) -> None:
-    clean_env.setenv("GENAI_MODEL_SELECTION_ORDER", order)
-    with pytest.raises(ValidationError, match="at most once"):
-        Settings(_env_file=None)
-
-
-@pytest.mark.parametrize("order", ["", "explicit,cheapest", "random"])
-def test_model_selection_order_empty_or_unknown_source_is_rejected(
-    clean_env: pytest.MonkeyPatch, order: str
-) -> None:
-    with pytest.raises(ValidationError):
-        Settings(_env_file=None, model_selection_order=order)
 
 
 def test_openai_api_key_env_is_read_as_a_secret_hidden_from_repr(

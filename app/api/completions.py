@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 
-from app.api.deps import CanComplete, RequestIdDep, ServiceDep
+from app.api.deps import CanComplete, DeadlineDep, RequestIdDep, ServiceDep
 from app.api.disconnect import cancel_on_disconnect
 from app.api.errors import error_responses
+from app.api.sse import EventStreamResponse
 from app.schemas import CompletionEnvelope, RenderRequest, RenderResult
 
 router = APIRouter(prefix="/v1", tags=["completions"], dependencies=[CanComplete])
@@ -16,12 +17,34 @@ router = APIRouter(prefix="/v1", tags=["completions"], dependencies=[CanComplete
     "/completions",
     operation_id="createCompletion",
     summary="Render a pattern, call the chosen model, return the envelope with provenance",
-    responses=error_responses(404, 422, 429, 502, 503, 504),
+    response_model=CompletionEnvelope,
+    responses={
+        200: {
+            "description": 'The envelope; with `"stream": true`, Server-Sent Events: `delta` '
+            'events (`{"text": …}`), then one `envelope` event (the CompletionEnvelope) or '
+            "one `error` event (the error body).",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
+        **error_responses(404, 422, 429, 502, 503, 504),
+    },
 )
 async def create_completion(
-    body: RenderRequest, request: Request, service: ServiceDep, request_id: RequestIdDep
-) -> CompletionEnvelope:
-    return await cancel_on_disconnect(request, service.complete(body, request_id=request_id))
+    body: RenderRequest,
+    request: Request,
+    service: ServiceDep,
+    request_id: RequestIdDep,
+    deadline_ms: DeadlineDep = None,
+) -> CompletionEnvelope | Response:
+    if body.stream:
+        # Failures before the first text raise here and are answered as JSON errors; later
+        # ones end the stream with an `error` event.
+        events = await cancel_on_disconnect(
+            request, service.stream(body, request_id=request_id, deadline_ms=deadline_ms)
+        )
+        return EventStreamResponse(events, request_id=request_id)
+    return await cancel_on_disconnect(
+        request, service.complete(body, request_id=request_id, deadline_ms=deadline_ms)
+    )
 
 
 @router.post(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, cast
 
-from fastapi import Depends, Request, Security
+from fastapi import Depends, Header, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.audit.replay import Replayer
@@ -101,6 +101,16 @@ async def get_request_id(request: Request) -> str | None:
     return cast(str | None, request.scope.get("state", {}).get("request_id"))
 
 
+DeadlineDep = Annotated[
+    int | None,
+    Header(
+        alias="x-genai-deadline-ms",
+        ge=1,
+        le=86_400_000,
+        description="Shortens this request's total deadline (milliseconds; every retry and "
+        "fallback included). It can never lengthen the configured one.",
+    ),
+]
 ServiceDep = Annotated[GenAIService, Depends(get_service)]
 ReplayerDep = Annotated[Replayer, Depends(get_replayer)]
 AuditTrailDep = Annotated[AuditTrail, Depends(get_audit_trail)]

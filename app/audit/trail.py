@@ -33,6 +33,7 @@ from app.pipeline.prepare import Prepared
 from app.prompts.structured import Attempt
 from app.providers import ProviderReply
 from app.schemas import (
+    CallAttempt,
     JobRecord,
     RenderedPrompt,
     RenderRequest,
@@ -272,38 +273,84 @@ class AuditTrail:
             raise
         self._submit(job, outcome)
 
+    def _calls(self, calls: Sequence[CallAttempt]) -> list[dict[str, Any]] | None:
+        """Upstream calls as stored: provider and model names only, nothing the caller wrote
+        except the model name, redacted like the pending record's."""
+        if not calls:
+            return None
+        stored = []
+        for call in calls:
+            row = call.model_dump()
+            row["model"] = self.redactor.redact_model_name(call.model).text
+            stored.append(row)
+        return stored
+
+    def _answering_model(self, prepared: Prepared | None) -> tuple[dict[str, Any], dict[str, str]]:
+        """When a fallback answered, the columns that name the model and the prompt it was sent
+        are rewritten (the pending record named the first choice); otherwise nothing changes."""
+        if prepared is None or prepared.choice.source != "fallback":
+            return {}, {}
+        model = clip(self.redactor.redact_model_name(prepared.choice.name), _column_size("model"))
+        stored_prompt, tokens = redact_prompt(self.redactor, prepared.prompt)
+        return (
+            {
+                "provider": prepared.choice.provider,
+                "model": model.text,
+                "prompt_redacted": stored_prompt,
+            },
+            {**tokens, **model.tokens},
+        )
+
     async def completed(
         self,
         job: OpenJob,
         reply: ProviderReply,
         *,
+        answered_by: Prepared | None = None,
         latency_ms: float,
         upstream_ms: float,
-        attempts: Sequence[Attempt] = (),
+        calls: Sequence[CallAttempt] = (),
+        output_attempts: Sequence[Attempt] = (),
+        streamed: bool = False,
+        cost_usd: float | None = None,
+        status: Literal["completed", "cached"] = "completed",
     ) -> None:
         def build() -> JobOutcome:
             response = self.redactor.redact(reply.text)
-            stored_attempts, attempt_tokens = self._attempts(attempts)
+            stored_attempts, attempt_tokens = self._attempts(output_attempts)
+            answering, answering_tokens = self._answering_model(answered_by)
             finish = None
             if reply.finish_reason is not None:
                 finish = clip(self.redactor.redact(reply.finish_reason), 32).text
+            usage = reply.usage
             return JobOutcome(
                 id=job.id,
-                status="completed",
+                status=status,
                 completed_at=_now(),
                 # error_type and error_message clear an `interrupted` mark set while the store
                 # was down.
                 finish_reason=finish,
-                input_tokens=reply.usage.input_tokens,
-                output_tokens=reply.usage.output_tokens,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cached_input_tokens=usage.cached_input_tokens,
+                reasoning_tokens=usage.reasoning_tokens,
+                cost_usd=cost_usd,
+                streamed=streamed,
                 latency_ms=latency_ms,
                 upstream_latency_ms=upstream_ms,
                 response_redacted=response.text,
-                redaction_map={**job.prompt_tokens, **attempt_tokens, **response.tokens},
+                redaction_map={
+                    **job.prompt_tokens,
+                    **answering_tokens,
+                    **attempt_tokens,
+                    **response.tokens,
+                },
+                attempts=self._calls(calls),
                 output_attempts=stored_attempts,
+                **answering,
             )
 
-        await self._record(job, build, _text_size(reply.text, attempts=attempts))
+        await self._record(job, build, _text_size(reply.text, attempts=output_attempts))
 
     async def failed(
         self,
@@ -312,11 +359,12 @@ class AuditTrail:
         *,
         latency_ms: float,
         upstream_ms: float | None,
-        attempts: Sequence[Attempt] = (),
+        calls: Sequence[CallAttempt] = (),
+        output_attempts: Sequence[Attempt] = (),
     ) -> None:
         def build() -> JobOutcome:
             message = self.redactor.redact(error.message)
-            stored_attempts, attempt_tokens = self._attempts(attempts)
+            stored_attempts, attempt_tokens = self._attempts(output_attempts)
             return JobOutcome(
                 id=job.id,
                 status="failed",
@@ -326,19 +374,25 @@ class AuditTrail:
                 latency_ms=latency_ms,
                 upstream_latency_ms=upstream_ms,
                 redaction_map={**job.prompt_tokens, **attempt_tokens, **message.tokens},
+                attempts=self._calls(calls),
                 output_attempts=stored_attempts,
             )
 
-        await self._record(job, build, _text_size(error.message, attempts=attempts))
+        await self._record(job, build, _text_size(error.message, attempts=output_attempts))
 
     def cancelled(
-        self, job: OpenJob, *, latency_ms: float, attempts: Sequence[Attempt] = ()
+        self,
+        job: OpenJob,
+        *,
+        latency_ms: float,
+        calls: Sequence[CallAttempt] = (),
+        output_attempts: Sequence[Attempt] = (),
     ) -> None:
         """Called while the request task is being cancelled: it must not await.
 
         Redaction here is inline, but bounded: only a prefix of each attempt is ever scanned.
         """
-        stored_attempts, attempt_tokens = self._attempts(attempts)
+        stored_attempts, attempt_tokens = self._attempts(output_attempts)
         self._submit(
             job,
             JobOutcome(
@@ -348,6 +402,7 @@ class AuditTrail:
                 error_type="client_disconnected",
                 latency_ms=latency_ms,
                 redaction_map={**job.prompt_tokens, **attempt_tokens},
+                attempts=self._calls(calls),
                 output_attempts=stored_attempts,
             ),
         )

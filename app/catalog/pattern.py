@@ -53,6 +53,11 @@ class PatternMeta(BaseModel):
     )
     params: ModelParams = Field(default_factory=ModelParams)
     tags: list[str] = Field(default_factory=list)
+    fallbacks: list[str] = Field(
+        default_factory=list,
+        description="provider/model list tried in order when the chosen model fails for a reason "
+        "worth trying elsewhere (timeouts, 429, 5xx); over the config file's chains.",
+    )
     output_schema: dict[str, Any] | str | None = Field(
         default=None, description="Inline JSON Schema, or a .json file next to the pattern."
     )
@@ -66,6 +71,11 @@ class PatternMeta(BaseModel):
         default=False,
         description="Render the last `=== user ===` block as the user message, with the "
         "request's text available as {{ user_prompt }}.",
+    )
+    cache: bool = Field(
+        default=False,
+        description="Answer repeats of an identical request from the response cache; a "
+        "request's own `cache` flag overrides this.",
     )
 
 

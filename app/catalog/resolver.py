@@ -76,6 +76,9 @@ class SourceResolver:
             requires=tuple(meta.requires),
             snippet_labels=tuple(meta.snippets),
             model_hint=meta.model_hint,
+            tags=tuple(meta.tags),
+            fallbacks=tuple(meta.fallbacks),
+            cache=meta.cache,
             params=meta.params,
         )
 

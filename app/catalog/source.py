@@ -32,10 +32,18 @@ class RenderedSource:
     requires: tuple[Requirement, ...] = ()
     snippet_labels: tuple[str, ...] = ()
     model_hint: str | None = None
+    tags: tuple[str, ...] = ()
+    fallbacks: tuple[str, ...] = ()  # the pattern's own fallback chain
+    cache: bool = False  # front-matter `cache: true`; templates have none, so never by default
     params: ModelParams = field(default_factory=ModelParams)
     template_id: int | None = None
     role: str | None = None
     version: int | None = None
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """What per-task settings match: the pattern's name, then its tags in order."""
+        return (self.name, *self.tags)
 
     @property
     def provenance_name(self) -> str:

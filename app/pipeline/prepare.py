@@ -6,7 +6,7 @@ historical prompt; both use this one component, so they cannot disagree.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -33,6 +33,7 @@ from app.tracking import build_provenance
 class Prepared:
     """A request made ready to send: what was rendered, for which model, and its fingerprints."""
 
+    request: RenderRequest
     source: RenderedSource
     snippets: ComposedSnippets
     prompt: RenderedPrompt
@@ -51,6 +52,10 @@ class Prepared:
         )
 
 
+def _system_text(source: RenderedSource, snippets: ComposedSnippets) -> str:
+    return "\n\n".join(part for part in (snippets.text, source.system) if part)
+
+
 class PromptPreparer:
     def __init__(
         self,
@@ -62,6 +67,7 @@ class PromptPreparer:
         assembler: PromptAssembler,
         supported_params: Callable[[str], frozenset[str]],
         default_params: ModelParams,
+        fallback_chains: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self._resolver = resolver
         self._snippets = snippets
@@ -70,15 +76,44 @@ class PromptPreparer:
         self._assembler = assembler
         self._supported_params = supported_params  # per provider, known even when unconfigured
         self._default_params = default_params
+        self._fallback_chains = dict(fallback_chains or {})  # a task or a model → its chain
 
     async def prepare(self, request: RenderRequest) -> Prepared:
         source = await self._resolver.resolve(request)
         snippets = await self._compose(request, source)
-        system = "\n\n".join(part for part in (snippets.text, source.system) if part)
-        task = TaskInstructions(
-            task=source.name, system=system, examples=source.examples, user=source.user
+        first = self._policy.choose_model(request.model, tasks=source.tasks, hint=source.model_hint)
+        choice = self._policy.choose_capable(first, self._shortfalls(request, source, snippets))
+        structlog.contextvars.bind_contextvars(
+            pattern=source.provenance_name, provider=choice.provider, model=choice.name
         )
-        prompt_chars = len(system) + len(source.user) + sum(len(m.content) for m in task.examples)
+        return self._for_choice(request, source, snippets, choice)
+
+    def retarget(self, prepared: Prepared, model: str, reason: str) -> Prepared | None:
+        """The same request assembled for a fallback model; None when that model lacks a
+        capability the request needs (it is skipped, never sent a prompt it cannot serve)."""
+        choice = self._policy.choice(model, "fallback", reason)  # endpoints are known to it
+        request, source, snippets = prepared.request, prepared.source, prepared.snippets
+        if self._shortfalls(request, source, snippets)(choice):
+            return None
+        return self._for_choice(request, source, snippets, choice)
+
+    def fallback_chain(self, prepared: Prepared) -> tuple[str, ...]:
+        """The models to try after the chosen one: the pattern's own chain, else the config's
+        chain for its first task (name, then tags) that has one, else for the chosen model."""
+        source = prepared.source
+        chain: Sequence[str] = source.fallbacks
+        if not chain:
+            for key in (*source.tasks, prepared.choice.model):
+                if key in self._fallback_chains:
+                    chain = self._fallback_chains[key]
+                    break
+        return tuple(model for model in chain if model != prepared.choice.model)
+
+    def _shortfalls(
+        self, request: RenderRequest, source: RenderedSource, snippets: ComposedSnippets
+    ) -> Callable[[ModelChoice], list[str]]:
+        system = _system_text(source, snippets)
+        prompt_chars = len(system) + len(source.user) + sum(len(m.content) for m in source.examples)
 
         def shortfalls(choice: ModelChoice) -> list[str]:
             return self._capabilities.shortfalls(
@@ -89,10 +124,21 @@ class PromptPreparer:
                 prompt_chars=prompt_chars,
             )
 
-        first = self._policy.choose_model(request.model, source.model_hint)
-        choice = self._policy.choose_capable(first, shortfalls)
-        structlog.contextvars.bind_contextvars(
-            pattern=source.provenance_name, provider=choice.provider, model=choice.name
+        return shortfalls
+
+    def _for_choice(
+        self,
+        request: RenderRequest,
+        source: RenderedSource,
+        snippets: ComposedSnippets,
+        choice: ModelChoice,
+    ) -> Prepared:
+        """Everything that depends on the model: assembly, params and provenance."""
+        task = TaskInstructions(
+            task=source.name,
+            system=_system_text(source, snippets),
+            examples=source.examples,
+            user=source.user,
         )
         capabilities = self._capabilities.for_model(choice.provider, choice.name)
         native = source.output_schema is not None and capabilities.supports_structured_output
@@ -114,6 +160,7 @@ class PromptPreparer:
             snippet_ids=snippets.ids,
         )
         return Prepared(
+            request=request,
             source=source,
             snippets=snippets,
             prompt=self._assembler.assemble(task, context, request.instructions),

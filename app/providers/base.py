@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from app.config import Settings
 from app.errors import (
     ProviderError,
+    StreamInterrupted,
     UpstreamAuthFailed,
     UpstreamError,
     UpstreamRateLimited,
@@ -156,7 +157,7 @@ def error_for_status(
         )
     elif status in (408, 504):
         error_class, message = UpstreamTimeout, f"timed out (HTTP {status})"
-    elif status >= 500:
+    elif status >= 500 or status == 409:  # 409: a conflict at the provider, worth retrying
         error_class, message = UpstreamError, f"failed with HTTP {status}{suffix}"
     else:
         error_class, message = UpstreamRejected, f"rejected the request (HTTP {status}){suffix}"
@@ -208,9 +209,95 @@ def read_reply(provider: str, shape: type[ReplyT], body: bytes) -> ReplyT:
     try:
         return shape.model_validate_json(body)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(part) for part in first["loc"]) or "body"
-        raise ProviderError(
-            f"{provider} answered unexpectedly: {where}: {safe_detail(first['msg'])}",
+        raise _unexpected(provider, exc) from None
+
+
+def read_event(provider: str, shape: type[ReplyT], data: object) -> ReplyT:
+    """Check one already-decoded stream event (the SDKs decode each SSE `data` line)."""
+    try:
+        return shape.model_validate(data)
+    except ValidationError as exc:
+        raise _unexpected(provider, exc) from None
+
+
+def _unexpected(provider: str, exc: ValidationError) -> ProviderError:
+    first = exc.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in first["loc"]) or "body"
+    return ProviderError(
+        f"{provider} answered unexpectedly: {where}: {safe_detail(first['msg'])}",
+        provider=provider,
+    )
+
+
+# --- streams ---------------------------------------------------------------------------------
+# Whether a stream had started decides what a broken connection means: before the first event
+# nothing reached the caller, so it is an ordinary (retriable) UpstreamError; after it the caller
+# holds part of an answer, and only StreamInterrupted says that honestly.
+
+
+def stream_cut(provider: str, request_id: str | None) -> StreamInterrupted:
+    """The stream ended cleanly but without the provider's finish marker."""
+    return StreamInterrupted(
+        f"{provider}'s stream ended before its finish marker; the answer is incomplete, "
+        "retry the request",
+        provider=provider,
+        upstream_request_id=request_id,
+    )
+
+
+def connection_lost(provider: str, *, started: bool, request_id: str | None) -> ProviderError:
+    """The connection broke (reset, or closed mid-message) while the answer was streaming."""
+    if started:
+        return StreamInterrupted(
+            f"{provider} dropped the connection mid-stream; the answer is incomplete, "
+            "retry the request",
             provider=provider,
-        ) from None
+            upstream_request_id=request_id,
+        )
+    return UpstreamError(
+        f"{provider} dropped the connection before streaming anything",
+        provider=provider,
+        upstream_request_id=request_id,
+    )
+
+
+def stream_stalled(provider: str, request_id: str | None) -> UpstreamTimeout:
+    return UpstreamTimeout(
+        f"{provider} went silent mid-stream for longer than the upstream timeout",
+        provider=provider,
+        upstream_request_id=request_id,
+    )
+
+
+def stream_failure(
+    provider: str, sdk: ModuleType, exc: Exception, *, started: bool, request_id: str | None
+) -> ProviderError | None:
+    """What an exception raised while reading an openai or anthropic stream means, or None
+    when it is not an upstream failure (a bug of ours, which must not be disguised)."""
+    import httpx2  # the SDKs' transport, already imported with them
+
+    # The anthropic SDK lets transport errors of a stream through unwrapped; openai wraps them.
+    if isinstance(exc, sdk.APITimeoutError | httpx2.TimeoutException):
+        return stream_stalled(provider, request_id)
+    if isinstance(exc, sdk.APIConnectionError | httpx2.TransportError):
+        return connection_lost(provider, started=started, request_id=request_id)
+    if isinstance(exc, sdk.APIError):  # an error event inside the stream
+        return UpstreamError(
+            f"{provider} reported an error mid-stream: {safe_detail(exc.message)}",
+            provider=provider,
+            upstream_request_id=request_id,
+        )
+    if isinstance(exc, ValueError):  # an event whose data is not JSON
+        return ProviderError(
+            f"{provider} answered unexpectedly: a stream event is not JSON",
+            provider=provider,
+            upstream_request_id=request_id,
+        )
+    return None
+
+
+def total_tokens(input_tokens: int | None, output_tokens: int | None) -> int | None:
+    """The sum when both sides were reported; a partial count would pass for a whole one."""
+    if input_tokens is None or output_tokens is None:
+        return None
+    return input_tokens + output_tokens

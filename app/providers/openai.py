@@ -3,14 +3,21 @@
 The call goes through the client's generic `post` (its documented way to send a body as is): the
 SDK still owns the connection pool, auth, timeouts and its typed errors, but neither re-walks our
 request against its TypedDicts nor builds its full response models; we read the few fields we
-use, once, in Rust (`bench/provider_calls.py` has the figures).
+use, once, in Rust (`bench/provider_calls.py` has the figures). Streams go through the same
+`post` with the SDK's `AsyncStream[object]`: it decodes the SSE and hands over each chunk as a
+plain dict, which we check against the small chunk model below.
+
+Usage: `prompt_tokens` already includes the cached ones (`prompt_tokens_details.cached_tokens`)
+and `completion_tokens` the reasoning ones (`completion_tokens_details.reasoning_tokens`), which
+is exactly the gateway's `Usage` convention, so they are copied as they are.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 
 from app.config import Settings
 from app.errors import UpstreamError
@@ -21,9 +28,14 @@ from app.providers.base import (
     ProviderCall,
     ProviderDescriptor,
     ProviderReply,
+    StreamEvent,
+    TextDelta,
     chat_messages,
     normalize_finish_reason,
+    read_event,
     read_reply,
+    stream_cut,
+    stream_failure,
     translate_sdk_errors,
 )
 from app.schemas import Usage
@@ -37,10 +49,30 @@ _PATH = "/chat/completions"
 _OPTIONS: RequestOptions = {"security": {"bearer_auth": True}}
 
 
+class _PromptDetails(BaseModel):
+    cached_tokens: int | None = None
+
+
+class _CompletionDetails(BaseModel):
+    reasoning_tokens: int | None = None
+
+
 class _Usage(BaseModel):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     total_tokens: int | None = None
+    prompt_tokens_details: _PromptDetails | None = None
+    completion_tokens_details: _CompletionDetails | None = None
+
+    def normalized(self) -> Usage:
+        prompt, completion = self.prompt_tokens_details, self.completion_tokens_details
+        return Usage(
+            input_tokens=self.prompt_tokens,
+            output_tokens=self.completion_tokens,
+            total_tokens=self.total_tokens,
+            cached_input_tokens=prompt.cached_tokens if prompt else None,
+            reasoning_tokens=completion.reasoning_tokens if completion else None,
+        )
 
 
 class _Message(BaseModel):
@@ -59,15 +91,35 @@ class _ChatCompletion(BaseModel):
     usage: _Usage | None = None
 
 
+class _Delta(BaseModel):
+    content: str | None = None
+
+
+class _ChunkChoice(BaseModel):
+    index: int = 0
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+
+
+class _Chunk(BaseModel):
+    """One `chat.completion.chunk`; with `include_usage`, a last one has no choices, only usage."""
+
+    choices: list[_ChunkChoice] = []
+    usage: _Usage | None = None
+
+
 class OpenAIProvider:
     name = "openai"
 
-    def __init__(self, client: openai.AsyncOpenAI) -> None:
+    def __init__(self, client: openai.AsyncOpenAI, *, name: str = "openai") -> None:
         import httpx2
         import openai
 
+        self.name = name  # `openai`, or a configured OpenAI-compatible endpoint's own name
         self._sdk = openai  # its exception classes, for translate_sdk_errors
         self._raw = httpx2.Response
+        # `object` as the chunk type makes the SDK hand over each decoded chunk untouched.
+        self._chunks = openai.AsyncStream[object]
         self._client = client
 
     @staticmethod
@@ -92,18 +144,69 @@ class OpenAIProvider:
             )
         result = read_reply(self.name, _ChatCompletion, response.content)
         if not result.choices:
-            raise UpstreamError("openai returned no choices", provider=self.name)
+            raise UpstreamError(f"{self.name} returned no choices", provider=self.name)
         choice = result.choices[0]
-        usage = result.usage or _Usage()
         return ProviderReply(
             text=choice.message.content or "",
             finish_reason=normalize_finish_reason(choice.finish_reason),
-            usage=Usage(
-                input_tokens=usage.prompt_tokens,
-                output_tokens=usage.completion_tokens,
-                total_tokens=usage.total_tokens,
-            ),
+            usage=result.usage.normalized() if result.usage else Usage(),
             upstream_request_id=response.headers.get("x-request-id"),
+        )
+
+    async def stream(self, call: ProviderCall) -> AsyncGenerator[StreamEvent, None]:
+        # `include_usage` adds a last chunk with the usage; servers that ignore it send none.
+        body = {
+            **self.request_kwargs(call),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        with translate_sdk_errors(self.name, self._sdk):
+            chunks = await self._client.post(
+                _PATH,
+                cast_to=object,
+                body=body,
+                options=_OPTIONS,
+                stream=True,
+                stream_cls=self._chunks,
+            )
+        request_id = chunks.response.headers.get("x-request-id")
+        parts: list[str] = []
+        finish: str | None = None
+        usage: _Usage | None = None
+        started = False
+        async with chunks:  # however this generator ends, the upstream response is closed
+            while True:
+                try:
+                    data = await anext(chunks)
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    failure = stream_failure(
+                        self.name, self._sdk, exc, started=started, request_id=request_id
+                    )
+                    if failure is None:
+                        raise
+                    raise failure from None
+                started = True
+                chunk = read_event(self.name, _Chunk, data)
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                for choice in chunk.choices:
+                    if choice.index != 0:  # one answer is asked for; ignore any other
+                        continue
+                    if choice.finish_reason is not None:
+                        finish = choice.finish_reason
+                    if choice.delta is not None and choice.delta.content:
+                        parts.append(choice.delta.content)
+                        yield TextDelta(choice.delta.content)
+        # The SDK ends a cut stream silently: only the finish reason tells a whole answer.
+        if finish is None:
+            raise stream_cut(self.name, request_id)
+        yield ProviderReply(
+            text="".join(parts),
+            finish_reason=normalize_finish_reason(finish),
+            usage=usage.normalized() if usage else Usage(),
+            upstream_request_id=request_id,
         )
 
     async def aclose(self) -> None:
@@ -115,16 +218,22 @@ def _build(settings: Settings) -> Provider | None:
     oa = settings.openai
     if not (oa.api_key or oa.base_url):
         return None
-    import openai  # only once the provider is configured: it costs a second to import
+    return compatible_provider("openai", oa.api_key, oa.base_url, settings)
 
-    key = oa.api_key.get_secret_value() if oa.api_key else PLACEHOLDER_KEY
+
+def compatible_provider(
+    name: str, api_key: SecretStr | None, base_url: str | None, settings: Settings
+) -> OpenAIProvider:
+    """An OpenAI-compatible server under its own provider name (`openai` itself is one)."""
+    import openai  # only once a provider is configured: it costs a second to import
+
     client = openai.AsyncOpenAI(
-        api_key=key,
-        base_url=oa.base_url,
+        api_key=api_key.get_secret_value() if api_key else PLACEHOLDER_KEY,
+        base_url=base_url,
         timeout=settings.upstream.timeout_seconds,
         max_retries=0,
     )
-    return OpenAIProvider(client)
+    return OpenAIProvider(client, name=name)
 
 
 DESCRIPTOR = ProviderDescriptor(

@@ -1,66 +1,188 @@
-"""ModelSelectionPolicy: request model, pattern hint or default, in a configured order."""
+"""ModelSelectionPolicy: one documented chain picks the model and says which link decided.
+
+Highest first (the `ModelChoice.source` each link reports):
+
+    request         the request's `model`
+    cli_task        `genai serve/render --model-for TASK=M`
+    cli             `genai serve/render --model M`
+    env_task        GENAI_MODEL_<TASK>
+    env             GENAI_MODEL
+    config_task     the config file's `task_models: {TASK: M}`
+    hint            the pattern's `model_hint`
+    config_default  `default_model` (the config file, or GENAI_DEFAULT_MODEL)
+
+A task is the pattern's name, then each of its tags in order; in a per-task link the first task
+with an entry decides. The links are fixed: there is no setting that reorders them.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import ClassVar
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 
-from app.config import SelectionSource, Settings
-from app.errors import CapabilityMissing, InvalidModel
-from app.providers.registry import PROVIDER_NAMES
+from app.config import Settings, task_model_env_name
+from app.errors import CapabilityMissing, ConfigurationProblems, InvalidModel
+from app.providers.registry import PROVIDER_NAMES, provider_names
 from app.schemas import ModelChoice, ModelSource
 
+CHAIN = (
+    "request > --model-for TASK > --model > GENAI_MODEL_<TASK> > GENAI_MODEL > "
+    "task_models > model_hint > default_model"
+)
 
-def split_model(model: str) -> tuple[str, str]:
-    """`provider/model` → (provider, model); the model part may itself contain `/` or `:`."""
+
+def split_model(model: str, providers: Collection[str] = PROVIDER_NAMES) -> tuple[str, str]:
+    """`provider/model` → (provider, model); the model part may itself contain `/` or `:`.
+
+    `providers` are the names known (`provider_names(settings)` adds configured endpoints).
+    """
     provider, sep, name = model.strip().partition("/")
     if not sep or not provider or not name:
         raise InvalidModel(
             f"Model {model!r} must be written 'provider/model', e.g. 'openai/gpt-4o-mini'."
         )
     provider = provider.lower()
-    if provider not in PROVIDER_NAMES:
+    if provider not in providers:
         raise InvalidModel(
-            f"Unknown provider {provider!r} in {model!r}; use one of: {', '.join(PROVIDER_NAMES)}."
+            f"Unknown provider {provider!r} in {model!r}; use one of: {', '.join(providers)}."
         )
     return provider, name
 
 
-_SOURCE_NAMES: dict[SelectionSource, ModelSource] = {
-    "explicit": "request",
-    "hint": "hint",
-    "default": "config_default",
+def configured_models(settings: Settings) -> Iterator[tuple[str, str]]:
+    """Every model the settings name, each with the setting an operator would fix."""
+    yield "GENAI_DEFAULT_MODEL (default_model)", settings.default_model
+    if settings.model:
+        yield "GENAI_MODEL", settings.model
+    if settings.cli_model:
+        yield "--model", settings.cli_model
+    for task, model in settings.cli_task_models.items():
+        yield f"--model-for {task}", model
+    yield from settings.env_task_models.items()
+    for task, model in settings.task_models.items():
+        yield f"task_models.{task}", model
+    for key, chain in settings.fallbacks.items():
+        for index, model in enumerate(chain):
+            yield f"fallbacks.{key}[{index}]", model
+    for index, model in enumerate(settings.capable_fallback_models):
+        yield f"GENAI_CAPABLE_FALLBACK_MODELS[{index}]", model
+
+
+# A variable that looks like GENAI_MODEL_<TASK> but once meant something else.
+_RETIRED = {
+    "GENAI_MODEL_SELECTION_ORDER": "removed: the model chain has a fixed order "
+    f"({CHAIN}); unset it",
 }
 
 
-class ModelSelectionPolicy:
-    """Walks the configured order and takes the first source that names a model."""
+def model_setting_problems(settings: Settings) -> list[tuple[str, str]]:
+    """(setting, problem) for each configured model that is not a usable `provider/model`."""
+    known = provider_names(settings)
+    problems = []
+    for setting, model in configured_models(settings):
+        if setting in _RETIRED:
+            problems.append((setting, _RETIRED[setting]))
+            continue
+        try:
+            split_model(model, known)
+        except InvalidModel as exc:
+            problems.append((setting, exc.message))
+    return problems
 
-    _REASONS: ClassVar[dict[str, str]] = {
-        "explicit": "the request named a model",
-        "hint": "the pattern's model_hint",
-        "default": "the configured default model (GENAI_DEFAULT_MODEL)",
-    }
+
+class ModelSelectionPolicy:
+    """Walks the chain in its fixed order and takes the first link that names a model."""
 
     def __init__(
         self,
         *,
-        order: Sequence[SelectionSource],
         default_model: str,
+        model: str | None = None,
+        task_models: Mapping[str, str] | None = None,
+        cli_model: str | None = None,
+        cli_task_models: Mapping[str, str] | None = None,
+        env_task_models: Mapping[str, str] | None = None,
         capable_fallbacks: Sequence[str] = (),
+        providers: Collection[str] = PROVIDER_NAMES,
     ) -> None:
-        self.order = tuple(order)
         self.default_model = default_model
+        self.model = model
+        self.task_models = dict(task_models or {})
+        self.cli_model = cli_model
+        self.cli_task_models = dict(cli_task_models or {})
+        self.env_task_models = dict(env_task_models or {})  # by variable name
         self.capable_fallbacks = tuple(capable_fallbacks)
-        for model in (default_model, *capable_fallbacks):
-            split_model(model)  # fail at start-up, not on the first request
+        self.providers = tuple(providers)
+        every = (
+            default_model,
+            model,
+            cli_model,
+            *capable_fallbacks,
+            *self.task_models.values(),
+            *self.cli_task_models.values(),
+            *self.env_task_models.values(),
+        )
+        for named in every:
+            if named:
+                self.split(named)  # fail at start-up, not on the first request
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ModelSelectionPolicy:
+        """Raises ConfigurationProblems naming every model setting that cannot be used."""
+        problems = model_setting_problems(settings)
+        if problems:
+            raise ConfigurationProblems(problems)
         return cls(
-            order=settings.model_selection_order,
             default_model=settings.default_model,
+            model=settings.model,
+            task_models=settings.task_models,
+            cli_model=settings.cli_model,
+            cli_task_models=settings.cli_task_models,
+            env_task_models=settings.env_task_models,
             capable_fallbacks=settings.capable_fallback_models,
+            providers=provider_names(settings),
+        )
+
+    def split(self, model: str) -> tuple[str, str]:
+        """`split_model` against the providers this policy knows (endpoints included)."""
+        return split_model(model, self.providers)
+
+    def choice(self, model: str, source: ModelSource, reason: str) -> ModelChoice:
+        provider, name = self.split(model)
+        return ModelChoice(
+            model=f"{provider}/{name}", provider=provider, name=name, source=source, reason=reason
+        )
+
+    def _links(
+        self, requested: str | None, tasks: Sequence[str], hint: str | None
+    ) -> Iterator[tuple[ModelSource, str | None, str]]:
+        """(source, the model it names or None, what it is called), highest first."""
+        yield "request", requested, "the request's `model`"
+        for task in tasks:
+            yield "cli_task", self.cli_task_models.get(task), f"`--model-for {task}=…`"
+        yield "cli", self.cli_model, "`--model` on the command line"
+        for task in tasks:
+            variable = task_model_env_name(task)
+            yield "env_task", self.env_task_models.get(variable), variable
+        yield "env", self.model, "GENAI_MODEL"
+        for task in tasks:
+            yield "config_task", self.task_models.get(task), f"task_models.{task} (config file)"
+        yield "hint", hint, "the pattern's model_hint"
+        yield (
+            "config_default",
+            self.default_model,
+            "the default model (GENAI_DEFAULT_MODEL or the config file's default_model)",
+        )
+
+    def choose_model(
+        self, requested: str | None, *, tasks: Sequence[str] = (), hint: str | None = None
+    ) -> ModelChoice:
+        """The first link of the chain that names a model; `tasks` are the pattern's name, then
+        its tags."""
+        for source, model, named_by in self._links(requested, tasks, hint):
+            if model:
+                return self.choice(model, source, f"{named_by}: the first link of the chain set")
+        raise InvalidModel(
+            f"No model could be chosen: name one in the request's 'model' ({CHAIN})."
         )
 
     def choose_capable(
@@ -75,37 +197,12 @@ class ModelSelectionPolicy:
         if not missing:
             return first
         for model in self.capable_fallbacks:
-            provider, name = split_model(model)
-            candidate = ModelChoice(
-                model=f"{provider}/{name}",
-                provider=provider,
-                name=name,
-                source="capability_fallback",
-                reason=f"{first.model} cannot serve this request ({'; '.join(missing)}); "
+            candidate = self.choice(
+                model,
+                "capability_fallback",
+                f"{first.model} cannot serve this request ({'; '.join(missing)}); "
                 "first capable model in GENAI_CAPABLE_FALLBACK_MODELS",
             )
             if not shortfalls(candidate):
                 return candidate
         raise CapabilityMissing(first.model, missing)
-
-    def choose_model(self, explicit: str | None, hint: str | None) -> ModelChoice:
-        candidates: dict[SelectionSource, str | None] = {
-            "explicit": explicit,
-            "hint": hint,
-            "default": self.default_model,
-        }
-        for source in self.order:
-            model = candidates[source]
-            if model:
-                provider, name = split_model(model)
-                return ModelChoice(
-                    model=f"{provider}/{name}",
-                    provider=provider,
-                    name=name,
-                    source=_SOURCE_NAMES[source],
-                    reason=f"{self._REASONS[source]} (order: {' > '.join(self.order)})",
-                )
-        raise InvalidModel(
-            "No model could be chosen: name one in the request's 'model' field "
-            f"(selection order is {' > '.join(self.order)})."
-        )

@@ -70,6 +70,9 @@ class PendingJob(_Row):
     escaped_fields: tuple[str, ...] | None = None
 
 
+_FALLBACK_ONLY = ("provider", "model", "prompt_redacted")
+
+
 @dataclass(frozen=True, slots=True)
 class JobOutcome(_Row):
     """How a job ended: every outcome column, so all outcomes of a batch share one statement."""
@@ -93,6 +96,19 @@ class JobOutcome(_Row):
     attempts: list[dict[str, Any]] | None = None  # every upstream call
     output_attempts: list[dict[str, Any]] | None = None  # structured-output tries
     escaped_fields: tuple[str, ...] | None = None
+    # Set only when a fallback model answered: the columns naming the model, and its prompt.
+    provider: str | None = None
+    model: str | None = None
+    prompt_redacted: dict[str, Any] | None = None
+
+    def as_row(self) -> dict[str, Any]:
+        """Like every row, but the fallback-only columns are left out when unset, so a bulk
+        update never blanks the pending record's model (rows are grouped by their keys)."""
+        row = _Row.as_row(self)
+        for name in _FALLBACK_ONLY:
+            if row[name] is None:
+                del row[name]
+        return row
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> JobOutcome:

@@ -2,6 +2,11 @@
 
 The official SDKs (openai 3.x, anthropic 2.x) send requests through ``httpx2``, which
 ``respx`` cannot intercept, so tests run the real SDK code against this real server.
+
+It streams when the request asks to (OpenAI SSE ``data:`` chunks ending ``data: [DONE]``, with a
+usage chunk when ``stream_options.include_usage`` is set; Anthropic's named SSE events; Ollama's
+NDJSON), and plays faults: a stream cut without its finish marker, a TCP reset, slow chunks,
+an error event inside a stream, besides HTTP errors and delays.
 """
 
 from __future__ import annotations
@@ -9,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import socket
+import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,8 +29,10 @@ from typing import Any, Literal
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Scope
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 Provider = Literal["openai", "anthropic", "ollama"]
 PROVIDERS: tuple[Provider, ...] = ("openai", "anthropic", "ollama")
@@ -50,10 +59,30 @@ class RecordedRequest:
 
 
 @dataclass(frozen=True)
-class Reply:
-    """A scripted answer; build it with ``ok``, ``error``, ``delay`` or ``raw``."""
+class StreamCounts:
+    """Streamed answers the fake has begun, ended itself, and seen the client walk away from."""
 
-    kind: Literal["ok", "error", "delay", "raw"]
+    opened: int = 0
+    finished: int = 0  # the fake ended the body (whole, cut, error event or reset)
+    abandoned: int = 0  # the client closed the connection before the body ended
+
+    @property
+    def open(self) -> int:
+        return self.opened - self.finished - self.abandoned
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A scripted answer; build it with ``ok``, ``slow``, ``error``, ``delay``, ``raw``, ``cut``,
+    ``reset`` or ``stream_error``.
+
+    Token counts are what the provider puts on the wire: Anthropic's ``input_tokens`` excludes
+    ``cached_input_tokens`` (its ``cache_read_input_tokens``) and ``cache_write_tokens`` (its
+    ``cache_creation_input_tokens``); OpenAI's ``prompt_tokens`` includes the cached ones.
+    A streamed text goes out in ``chunks`` (default: one per word, spaces kept).
+    """
+
+    kind: Literal["ok", "error", "delay", "raw", "cut", "reset", "stream_error"]
     status: int = 200
     text: str | None = None
     finish: str | None = None
@@ -64,6 +93,13 @@ class Reply:
     json_body: Any = field(default=None, hash=False)
     seconds: float = 0.0
     then: Reply | None = None
+    chunks: tuple[str, ...] | None = None
+    chunk_delay: float = 0.0
+    after: int = 0  # cut, reset, stream_error: how many text chunks go out first
+    cached_input_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    send_usage: bool = True
 
     @classmethod
     def ok(
@@ -72,11 +108,68 @@ class Reply:
         finish: str | None = None,
         input_tokens: int = 11,
         output_tokens: int = 7,
+        *,
+        chunks: tuple[str, ...] | None = None,
+        chunk_delay: float = 0.0,
+        cached_input_tokens: int | None = None,
+        cache_write_tokens: int | None = None,
+        reasoning_tokens: int | None = None,
+        send_usage: bool = True,
     ) -> Reply:
-        """Success; ``text`` defaults to ``"echo: "`` + the last user message."""
+        """Success; ``text`` defaults to ``"echo: "`` + the last user message (or to the joined
+        ``chunks``). ``chunk_delay`` seconds pass before each streamed chunk. The usage details
+        (cached, cache writes, reasoning) appear in the provider's own fields only when given;
+        ``send_usage=False`` is an OpenAI-compatible server that reports no usage at all."""
         return cls(
-            "ok", text=text, finish=finish, input_tokens=input_tokens, output_tokens=output_tokens
+            "ok",
+            text="".join(chunks) if text is None and chunks is not None else text,
+            finish=finish,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            chunks=chunks,
+            chunk_delay=chunk_delay,
+            cached_input_tokens=cached_input_tokens,
+            cache_write_tokens=cache_write_tokens,
+            reasoning_tokens=reasoning_tokens,
+            send_usage=send_usage,
         )
+
+    @classmethod
+    def slow(
+        cls, chunk_delay: float, text: str | None = None, *, chunks: tuple[str, ...] | None = None
+    ) -> Reply:
+        """A success streamed with ``chunk_delay`` seconds before each chunk (the headers go at
+        once): trips a stream's first-token or idle timeout. Unstreamed, an ordinary success."""
+        return cls.ok(text, chunks=chunks, chunk_delay=chunk_delay)
+
+    @classmethod
+    def cut(
+        cls, after: int, text: str | None = None, *, chunks: tuple[str, ...] | None = None
+    ) -> Reply:
+        """A stream that sends ``after`` text chunks, then ends the body cleanly without the
+        finish marker (no finish_reason/usage/[DONE], message_delta/message_stop, done=true).
+        Unstreamed: the JSON body cut in half, with a Content-Length that matches."""
+        joined = "".join(chunks) if text is None and chunks is not None else text
+        return cls("cut", text=joined, chunks=chunks, after=after)
+
+    @classmethod
+    def reset(
+        cls, after: int = 0, text: str | None = None, *, chunks: tuple[str, ...] | None = None
+    ) -> Reply:
+        """Abort the TCP connection (RST) after ``after`` streamed text chunks; with 0, or for an
+        unstreamed request, before a byte of the answer (not even the status line)."""
+        joined = "".join(chunks) if text is None and chunks is not None else text
+        return cls("reset", text=joined, chunks=chunks, after=after)
+
+    @classmethod
+    def stream_error(
+        cls, after: int = 0, status: int = 529, *, message: str = "scripted stream error"
+    ) -> Reply:
+        """After ``after`` text chunks, the provider's error inside a 200 stream, then the end:
+        Anthropic ``event: error`` (its ``error.type`` for ``status``: 529 overloaded_error,
+        500 api_error, 429 rate_limit_error…), OpenAI ``data: {"error": …}``, Ollama
+        ``{"error": …}``. Unstreamed: ``Reply.error(status)``."""
+        return cls("stream_error", status=status, after=after, message=message)
 
     @classmethod
     def error(
@@ -131,34 +224,106 @@ def _error_body(provider: Provider, status: int, message: str, n: int) -> dict[s
     return {"error": message}
 
 
-def _success(provider: Provider, reply: Reply, body: dict[str, Any], n: int) -> Response:
-    text = reply.text if reply.text is not None else "echo: " + _last_user_text(body)
-    model = body.get("model", "fake-model")
+def _reply_text(reply: Reply, body: dict[str, Any]) -> str:
+    return reply.text if reply.text is not None else "echo: " + _last_user_text(body)
+
+
+def _pieces(reply: Reply, text: str) -> list[str]:
+    """The streamed chunks: as scripted, else one per word with its trailing spaces."""
+    if reply.chunks is not None:
+        return list(reply.chunks)
+    return re.findall(r"\S+\s*|\s+", text)
+
+
+def _forced_tool(body: dict[str, Any]) -> str | None:
+    """The tool an Anthropic request forces (structured output), whose input is the answer."""
+    forced = body.get("tool_choice") or {}
+    return str(forced["name"]) if forced.get("type") == "tool" and "name" in forced else None
+
+
+def _openai_usage(reply: Reply) -> dict[str, Any]:
     i, o = reply.input_tokens, reply.output_tokens
+    usage: dict[str, Any] = {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
+    if reply.cached_input_tokens is not None:
+        usage["prompt_tokens_details"] = {
+            "cached_tokens": reply.cached_input_tokens,
+            "audio_tokens": 0,
+        }
+    if reply.reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {
+            "reasoning_tokens": reply.reasoning_tokens,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        }
+    return usage
+
+
+def _anthropic_usage(reply: Reply, output_tokens: int) -> dict[str, Any]:
+    usage: dict[str, Any] = {"input_tokens": reply.input_tokens, "output_tokens": output_tokens}
+    if reply.cache_write_tokens is not None:
+        usage["cache_creation_input_tokens"] = reply.cache_write_tokens
+    if reply.cached_input_tokens is not None:
+        usage["cache_read_input_tokens"] = reply.cached_input_tokens
+    return usage
+
+
+def _ollama_chunk(model: str, content: str) -> dict[str, Any]:
+    return {
+        "model": model,
+        "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "message": {"role": "assistant", "content": content},
+        "done": False,
+    }
+
+
+def _ollama_done(model: str, content: str, reply: Reply) -> dict[str, Any]:
+    return {
+        **_ollama_chunk(model, content),
+        "done": True,
+        "done_reason": reply.finish or "stop",
+        "total_duration": 1,
+        "load_duration": 1,
+        "prompt_eval_count": reply.input_tokens,
+        "prompt_eval_duration": 1,
+        "eval_count": reply.output_tokens,
+        "eval_duration": 1,
+    }
+
+
+def _request_id_header(provider: Provider, n: int) -> dict[str, str]:
+    return {
+        "openai": {"x-request-id": f"req_fake_{n}"},
+        "anthropic": {"request-id": f"req_fake_{n}"},
+    }.get(provider, {})
+
+
+def _success(provider: Provider, reply: Reply, body: dict[str, Any], n: int) -> Response:
+    text = _reply_text(reply, body)
+    model = body.get("model", "fake-model")
     if provider == "openai":
-        return JSONResponse(
-            {
-                "id": f"chatcmpl-fake-{n}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": model,
-                "choices": [
-                    {
-                        "index": 0,
-                        "finish_reason": reply.finish or "stop",
-                        "logprobs": None,
-                        "message": {"role": "assistant", "content": text, "refusal": None},
-                    }
-                ],
-                "usage": {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o},
-            },
-            headers={"x-request-id": f"req_fake_{n}"},
-        )
+        completion: dict[str, Any] = {
+            "id": f"chatcmpl-fake-{n}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": reply.finish or "stop",
+                    "logprobs": None,
+                    "message": {"role": "assistant", "content": text, "refusal": None},
+                }
+            ],
+        }
+        if reply.send_usage:
+            completion["usage"] = _openai_usage(reply)
+        return JSONResponse(completion, headers=_request_id_header(provider, n))
     if provider == "anthropic":
         content: list[dict[str, Any]] = [{"type": "text", "text": text}]
         stop = reply.finish or "end_turn"
-        forced = body.get("tool_choice") or {}
-        if forced.get("type") == "tool":  # a forced tool call answers with the tool's input
+        tool = _forced_tool(body)
+        if tool is not None:  # a forced tool call answers with the tool's input
             try:
                 tool_input = json.loads(text)
             except ValueError:
@@ -167,7 +332,7 @@ def _success(provider: Provider, reply: Reply, body: dict[str, Any], n: int) -> 
                 {
                     "type": "tool_use",
                     "id": f"toolu_fake_{n}",
-                    "name": forced["name"],
+                    "name": tool,
                     "input": tool_input if isinstance(tool_input, dict) else {},
                 }
             ]
@@ -181,26 +346,149 @@ def _success(provider: Provider, reply: Reply, body: dict[str, Any], n: int) -> 
                 "content": content,
                 "stop_reason": stop,
                 "stop_sequence": None,
-                "usage": {"input_tokens": i, "output_tokens": o},
+                "usage": _anthropic_usage(reply, reply.output_tokens),
             },
-            headers={"request-id": f"req_fake_{n}"},
+            headers=_request_id_header(provider, n),
         )
-    payload = {
-        "model": model,
-        "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        "message": {"role": "assistant", "content": text},
-        "done": True,
-        "done_reason": reply.finish or "stop",
-        "total_duration": 1,
-        "load_duration": 1,
-        "prompt_eval_count": i,
-        "prompt_eval_duration": 1,
-        "eval_count": o,
-        "eval_duration": 1,
-    }
-    if body.get("stream") is True:  # the SDK reads NDJSON lines until done=true
-        return Response(json.dumps(payload) + "\n", media_type="application/x-ndjson")
-    return JSONResponse(payload)
+    return JSONResponse(_ollama_done(model, text, reply))
+
+
+def _sse(data: Any, event: str | None = None) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {json.dumps(data)}\n\n".encode()
+
+
+@dataclass
+class _StreamPlan:
+    """A streamed answer as frames: what precedes the text, one frame per text chunk, what
+    finishes it (the finish marker and usage), and the provider's in-stream error frame."""
+
+    media_type: str
+    head: list[bytes]
+    pieces: list[bytes]
+    tail: list[bytes]
+    error: bytes
+
+
+def _stream_plan(provider: Provider, reply: Reply, body: dict[str, Any], n: int) -> _StreamPlan:
+    text = _reply_text(reply, body)
+    pieces = _pieces(reply, text)
+    model = body.get("model", "fake-model")
+    if provider == "openai":
+        with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        base = {
+            "id": f"chatcmpl-fake-{n}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+            "system_fingerprint": "fp_fake",
+        }
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            extra = {"usage": None} if with_usage else {}
+            return _sse({**base, "choices": [choice], **extra})
+
+        tail = [chunk({}, reply.finish or "stop")]
+        if with_usage and reply.send_usage:
+            tail.append(_sse({**base, "choices": [], "usage": _openai_usage(reply)}))
+        tail.append(b"data: [DONE]\n\n")
+        error = {"message": reply.message, "type": "server_error", "param": None, "code": None}
+        return _StreamPlan(
+            "text/event-stream",
+            head=[chunk({"role": "assistant", "content": "", "refusal": None})],
+            pieces=[chunk({"content": piece}) for piece in pieces],
+            tail=tail,
+            error=_sse({"error": error}),
+        )
+    if provider == "anthropic":
+        tool = _forced_tool(body)
+        block: dict[str, Any] = {"type": "text", "text": ""}
+        if tool is not None:
+            block = {"type": "tool_use", "id": f"toolu_fake_{n}", "name": tool, "input": {}}
+
+        def delta(piece: str) -> bytes:
+            change = (
+                {"type": "input_json_delta", "partial_json": piece}
+                if tool is not None
+                else {"type": "text_delta", "text": piece}
+            )
+            return _sse(
+                {"type": "content_block_delta", "index": 0, "delta": change}, "content_block_delta"
+            )
+
+        start = {
+            "id": f"msg_fake_{n}",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": _anthropic_usage(reply, 1),
+        }
+        stop = reply.finish or ("tool_use" if tool is not None else "end_turn")
+        error_type = _ANTHROPIC_ERROR_TYPES.get(reply.status, "api_error")
+        return _StreamPlan(
+            "text/event-stream",
+            head=[
+                _sse({"type": "message_start", "message": start}, "message_start"),
+                _sse(
+                    {"type": "content_block_start", "index": 0, "content_block": block},
+                    "content_block_start",
+                ),
+                _sse({"type": "ping"}, "ping"),
+            ],
+            pieces=[delta(piece) for piece in pieces],
+            tail=[
+                _sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
+                _sse(
+                    {
+                        "type": "message_delta",
+                        "delta": {"stop_reason": stop, "stop_sequence": None},
+                        "usage": {"output_tokens": reply.output_tokens},
+                    },
+                    "message_delta",
+                ),
+                _sse({"type": "message_stop"}, "message_stop"),
+            ],
+            error=_sse(
+                {"type": "error", "error": {"type": error_type, "message": reply.message}},
+                "error",
+            ),
+        )
+
+    def line(data: dict[str, Any]) -> bytes:
+        return json.dumps(data).encode() + b"\n"
+
+    return _StreamPlan(
+        "application/x-ndjson",
+        head=[],
+        pieces=[line(_ollama_chunk(model, piece)) for piece in pieces],
+        tail=[line(_ollama_done(model, "", reply))],
+        error=line({"error": reply.message}),
+    )
+
+
+def _tracking_protocol(
+    transports: dict[tuple[str, int], asyncio.Transport], on_connection: Callable[[], None]
+) -> type[HttpToolsProtocol]:
+    """uvicorn's HTTP protocol, keeping each connection's transport by the client's address,
+    so a handler can abort its own connection (ASGI gives an app no way to reset one)."""
+
+    class TrackingProtocol(HttpToolsProtocol):
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            on_connection()
+            if self.client is not None:
+                transports[self.client] = transport
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self.client is not None:
+                transports.pop(self.client, None)
+            super().connection_lost(exc)
+
+    return TrackingProtocol
 
 
 class FakeProviderServer:
@@ -212,6 +500,10 @@ class FakeProviderServer:
         self._requests: list[RecordedRequest] = []
         self._queues: dict[str, deque[Reply]] = {p: deque() for p in PROVIDERS}
         self._counter = 0
+        self._streams = StreamCounts()
+        self._connections = 0
+        self._transports: dict[tuple[str, int], asyncio.Transport] = {}
+        self.protocol = _tracking_protocol(self._transports, self._count_connection)
         self._closing = asyncio.Event()  # binds to the server loop on first use
         self._loop: asyncio.AbstractEventLoop | None = None
         self.app = Starlette(
@@ -241,11 +533,38 @@ class FakeProviderServer:
             self._queues[provider].extend(replies)
 
     def reset(self) -> None:
-        """Forget recorded requests and pending scripts (call between tests)."""
+        """Forget recorded requests, pending scripts and stream counts (call between tests)."""
         with self._lock:
             self._requests.clear()
             for q in self._queues.values():
                 q.clear()
+            self._streams = StreamCounts()
+            self._connections = 0
+
+    @property
+    def connections(self) -> int:
+        """TCP connections accepted since the last reset (a client that reuses one opens one)."""
+        with self._lock:
+            return self._connections
+
+    def _count_connection(self) -> None:
+        with self._lock:
+            self._connections += 1
+
+    @property
+    def streams(self) -> StreamCounts:
+        """How many streamed answers were opened, ended by the fake, abandoned by the client."""
+        with self._lock:
+            return self._streams
+
+    def _count_stream(self, **change: int) -> None:
+        with self._lock:
+            counts = self._streams
+            self._streams = StreamCounts(
+                opened=counts.opened + change.get("opened", 0),
+                finished=counts.finished + change.get("finished", 0),
+                abandoned=counts.abandoned + change.get("abandoned", 0),
+            )
 
     async def _tags(self, request: Request) -> Response:
         """Ollama's model list, which health checks call; not recorded."""
@@ -265,6 +584,52 @@ class FakeProviderServer:
         """Called from the test thread: wake pending delays so shutdown is quick."""
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._closing.set)
+
+    def _abort(self, scope: Scope) -> None:
+        """Reset this request's TCP connection: SO_LINGER 0 makes the close an RST, not a FIN."""
+        client = scope.get("client")
+        transport = self._transports.get(tuple(client)) if client else None
+        if transport is None:
+            raise RuntimeError("the fake cannot find the connection to reset")
+        sock = transport.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        transport.abort()
+
+    def _stream(
+        self, provider: Provider, reply: Reply, body: dict[str, Any], n: int, scope: Scope
+    ) -> Response:
+        plan = _stream_plan(provider, reply, body, n)
+        stops_early = reply.kind in ("cut", "reset", "stream_error")
+
+        async def frames() -> AsyncIterator[bytes]:
+            self._count_stream(opened=1)
+            ended = False
+            try:
+                for frame in plan.head:
+                    yield frame
+                for index, piece in enumerate(plan.pieces):
+                    if stops_early and index == reply.after:
+                        break
+                    if reply.chunk_delay:
+                        await self._sleep(reply.chunk_delay)
+                    yield piece
+                if reply.kind == "ok":
+                    for frame in plan.tail:
+                        yield frame
+                elif reply.kind == "stream_error":
+                    yield plan.error
+                elif reply.kind == "reset":
+                    ended = True
+                    self._abort(scope)
+                    # Starlette cancels this body once uvicorn sees the connection gone.
+                    await self._closing.wait()
+                ended = True
+            finally:
+                self._count_stream(**({"finished": 1} if ended else {"abandoned": 1}))
+
+        return StreamingResponse(
+            frames(), media_type=plan.media_type, headers=_request_id_header(provider, n)
+        )
 
     def _handler(self, provider: Provider) -> Callable[[Request], Awaitable[Response]]:
         """Build the route endpoint that records a request and plays the next script."""
@@ -293,12 +658,22 @@ class FakeProviderServer:
             while reply.kind == "delay":
                 await self._sleep(reply.seconds)
                 reply = reply.then or Reply.ok()
+            if await request.is_disconnected():  # the client gave up waiting: answer no one
+                return Response()
+            streamed = body.get("stream") is True
+            if reply.kind == "reset" and (reply.after == 0 or not streamed):
+                self._abort(request.scope)
+                await request.receive()  # returns once uvicorn has seen the connection go
+                return Response()  # never sent: the connection is gone
+            if streamed and reply.kind in ("ok", "cut", "reset", "stream_error"):
+                return self._stream(provider, reply, body, n, request.scope)
             if reply.kind == "ok":
                 return _success(provider, reply, body, n)
-            rid = {
-                "openai": {"x-request-id": f"req_fake_{n}"},
-                "anthropic": {"request-id": f"req_fake_{n}"},
-            }.get(provider, {})
+            if reply.kind == "cut":
+                whole = _success(provider, reply, body, n)
+                kept = {k: v for k, v in whole.headers.items() if k != "content-length"}
+                return Response(whole.body[: len(whole.body) // 2], headers=kept)
+            rid = _request_id_header(provider, n)
             content = (
                 reply.json_body
                 if reply.kind == "raw"
@@ -325,6 +700,7 @@ def running_fake_provider() -> Iterator[FakeProviderServer]:
         log_level="warning",
         lifespan="off",
         loop="asyncio",
+        http=fake.protocol,
         timeout_graceful_shutdown=5,
     )
     server = uvicorn.Server(config)

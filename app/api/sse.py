@@ -1,0 +1,93 @@
+"""Server-Sent Events for a streamed completion: `delta` events, then `envelope` or `error`.
+
+A pure ASGI response: it sends the headers, then relays the service's events while watching for
+the client's `http.disconnect`. A client that goes away cancels the relay, which cancels the
+upstream call, and the job is recorded as cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import orjson
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from app.error_body import error_body, error_json
+from app.schemas import CompletionEnvelope
+from app.service import StreamDelta, StreamFailed, StreamOutput
+
+HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),  # nginx and similar proxies must not hold the stream back
+]
+
+
+def encode(event: StreamOutput, *, request_id: str | None) -> bytes:
+    """One SSE frame; the data is a single line of JSON (orjson never writes a newline)."""
+    if isinstance(event, StreamDelta):
+        name, data = b"delta", orjson.dumps({"text": event.text})
+    elif isinstance(event, CompletionEnvelope):
+        name, data = b"envelope", event.__pydantic_serializer__.to_json(event)
+    else:
+        assert isinstance(event, StreamFailed)
+        body = error_json(error_body(event.error, request_id=request_id))
+        name, data = b"error", orjson.dumps(body)
+    return b"event: " + name + b"\ndata: " + data + b"\n\n"
+
+
+class EventStreamResponse(Response):
+    """A Response (so FastAPI sends it as is) whose body is relayed as the events arrive."""
+
+    media_type = "text/event-stream"
+
+    def __init__(
+        self,
+        events: AsyncIterator[StreamOutput],
+        *,
+        request_id: str | None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.events = events
+        self.request_id = request_id
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [*HEADERS] + [
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in (headers or {}).items()
+        ]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        relay = asyncio.ensure_future(self._relay(send))
+
+        async def watch() -> None:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    relay.cancel()
+                    return
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            await relay
+        except asyncio.CancelledError:
+            if not relay.cancelled():  # we were cancelled ourselves, not by a disconnect
+                relay.cancel()
+                raise
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+    async def _relay(self, send: Send) -> None:
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            async for event in self.events:
+                frame = encode(event, request_id=self.request_id)
+                await send({"type": "http.response.body", "body": frame, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            await self.events.aclose()  # type: ignore[attr-defined]

@@ -1,0 +1,48 @@
+"""CachedAnswer: what a cache hit gives back, and its byte form (orjson) for storage."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from app.schemas import FinishReason, StructuredOutcome, Usage
+
+
+class UnreadableEntry(Exception):
+    """Stored bytes that are not a CachedAnswer of this version: treated as a miss."""
+
+
+class CachedAnswer(BaseModel):
+    """One upstream answer, kept so an identical request needs no provider call.
+
+    `provider` and `model` are the ones that answered (a fallback may have); `usage` and
+    `cost_usd` are what the original call took, not what the hit costs (nothing).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    text: str
+    finish_reason: FinishReason
+    usage: Usage
+    parsed: Any | None = None
+    validation: StructuredOutcome | None = None
+    provider: str
+    model: str
+    cost_usd: float | None = None
+    stored_at: dt.datetime = Field(default_factory=lambda: dt.datetime.now(dt.UTC))
+
+
+def encode_answer(answer: CachedAnswer) -> bytes:
+    """The answer as JSON bytes; TypeError (orjson's JSONEncodeError) when `parsed` holds a value
+    JSON cannot carry losslessly, such as an integer beyond 64 bits."""
+    return orjson.dumps(answer.model_dump(mode="json"))
+
+
+def decode_answer(raw: bytes) -> CachedAnswer:
+    try:
+        return CachedAnswer.model_validate(orjson.loads(raw))
+    except (orjson.JSONDecodeError, ValidationError) as exc:
+        raise UnreadableEntry(type(exc).__name__) from None
