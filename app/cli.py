@@ -9,6 +9,7 @@ import os
 from typing import Annotated, Any
 
 import typer
+from pydantic import BaseModel, Field
 
 from app.catalog import PatternCatalog
 from app.cli_keys import keys_cli
@@ -22,7 +23,7 @@ from app.metrics import shared_across_workers
 from app.preflight import run_preflight
 from app.providers.registry import provider_names
 from app.routing.policy import split_model
-from app.schemas import RenderRequest
+from app.schemas import MODEL, RenderRequest
 
 cli = typer.Typer(
     cls=OperatorErrors,
@@ -81,17 +82,25 @@ CLI_MODEL_VARIABLE = "GENAI_CLI_MODEL"
 CLI_TASK_MODELS_VARIABLE = "GENAI_CLI_TASK_MODELS"
 
 
-def _task_models(items: list[str] | None) -> dict[str, str]:
-    """`--model-for TASK=M` values by task; the last one given for a task wins."""
-    found: dict[str, str] = {}
+class _ModelFlags(BaseModel):
+    """The flags' models, held to the same rule as a request's `model` (errors print one line
+    per flag, exit 2)."""
+
+    model: Annotated[str, Field(pattern=MODEL)] | None = None
+    model_for: dict[str, Annotated[str, Field(pattern=MODEL)]] = Field(default_factory=dict)
+
+
+def _model_flags(model: str | None, items: list[str] | None) -> _ModelFlags:
+    """`--model M` and `--model-for TASK=M` (repeatable; the last one for a task wins)."""
+    model_for: dict[str, str] = {}
     for item in items or []:
-        task, sep, model = item.partition("=")
-        if not sep or not task.strip() or not model.strip():
+        task, sep, chosen = item.partition("=")
+        if not sep or not task.strip() or not chosen.strip():
             raise typer.BadParameter(
                 f"{item!r} is not TASK=PROVIDER/MODEL", param_hint="--model-for"
             )
-        found[task.strip()] = model.strip()
-    return found
+        model_for[task.strip()] = chosen.strip()
+    return _ModelFlags(model=model, model_for=model_for)
 
 
 _WORKER_START_SECONDS = 60
@@ -108,11 +117,11 @@ def serve(
     """Start the HTTP service (uvicorn)."""
     import uvicorn
 
-    task_models = _task_models(model_for)
-    if model:
-        os.environ[CLI_MODEL_VARIABLE] = model
-    if task_models:
-        os.environ[CLI_TASK_MODELS_VARIABLE] = json.dumps(task_models)
+    flags = _model_flags(model, model_for)
+    if flags.model:
+        os.environ[CLI_MODEL_VARIABLE] = flags.model
+    if flags.model_for:
+        os.environ[CLI_TASK_MODELS_VARIABLE] = json.dumps(flags.model_for)
     get_settings.cache_clear()  # read again with the flags, as each worker will read them
     settings = get_settings()
     # Settings, keys, the store and its migrations are proven here, so a problem is one line
@@ -155,10 +164,10 @@ def render(
     variables = dict(_parse_var(item) for item in var or [])
     request = RenderRequest(pattern_key=pattern, variables=variables, user_prompt=user_prompt)
     settings = get_settings()
-    task_models = _task_models(model_for)
-    if model or task_models:  # the flags are two links of the model chain, as serve's are
-        cli_model = model or settings.cli_model
-        cli_task_models = task_models or settings.cli_task_models
+    flags = _model_flags(model, model_for)
+    if flags.model or flags.model_for:  # the flags are two links of the model chain, as in serve
+        cli_model = flags.model or settings.cli_model
+        cli_task_models = flags.model_for or settings.cli_task_models
         settings = settings.model_copy(
             update={"cli_model": cli_model, "cli_task_models": cli_task_models}
         )

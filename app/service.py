@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
@@ -52,7 +52,7 @@ async def _no_limit() -> AsyncIterator[None]:
     yield
 
 
-async def _replayed(envelope: CompletionEnvelope) -> AsyncIterator[StreamOutput]:
+async def _replayed(envelope: CompletionEnvelope) -> AsyncGenerator[StreamOutput, None]:
     """A cached answer as a stream: its whole text as one delta, then the envelope."""
     yield StreamDelta(envelope.response.text)
     yield envelope
@@ -122,7 +122,9 @@ class GenAIService:
     ) -> CompletionEnvelope:
         started = time.perf_counter()
         deadline = self._deadline(deadline_ms)
-        async with self._slot():
+        async with contextlib.AsyncExitStack() as held:
+            async with deadline.guard():  # a wait in the queue counts against the deadline
+                await held.enter_async_context(self._slot())
             prepared = await self._preparer.prepare(request)
             key = self._cache_key(prepared)
             if key is not None and (hit := await self._cache.get(key)) is not None:
@@ -155,13 +157,14 @@ class GenAIService:
         *,
         request_id: str | None = None,
         deadline_ms: float | None = None,
-    ) -> AsyncIterator[StreamOutput]:
+    ) -> AsyncGenerator[StreamOutput, None]:
         """Start a streamed completion; failures before the first text raise (an HTTP error),
         later ones end the stream with `StreamFailed`. Close the iterator to cancel it."""
         started = time.perf_counter()
         deadline = self._deadline(deadline_ms)
         slot = contextlib.AsyncExitStack()
-        await slot.enter_async_context(self._slot())
+        async with deadline.guard():
+            await slot.enter_async_context(self._slot())
         try:
             prepared = await self._preparer.prepare(request)
             if prepared.source.output_schema is not None:
@@ -209,7 +212,7 @@ class GenAIService:
         upstream_started: float,
         slot: contextlib.AsyncExitStack,
         key: str | None,
-    ) -> AsyncIterator[StreamOutput]:
+    ) -> AsyncGenerator[StreamOutput, None]:
         """The open stream's events to the caller, then the record and the envelope."""
         try:
             try:

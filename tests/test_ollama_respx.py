@@ -3,14 +3,23 @@ cannot (refused connections, read timeouts) while the real SDK and retry policy 
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
+
 import httpx
 import ollama
 import pytest
 import respx
 
 from app.config import UpstreamSettings
-from app.errors import UpstreamError, UpstreamTimeout
-from app.providers.base import ProviderCall
+from app.errors import (
+    ProviderError,
+    StreamInterrupted,
+    UpstreamError,
+    UpstreamRateLimited,
+    UpstreamTimeout,
+)
+from app.providers.base import ProviderCall, TextDelta
 from app.providers.ollama import OllamaProvider
 from app.providers.retry import RetryPolicy
 from app.schemas import Message, ModelParams
@@ -78,3 +87,106 @@ async def test_a_transient_503_is_retried_and_the_second_answer_is_used(
     assert reply.text == "hello" and reply.usage.total_tokens == 7  # type: ignore[attr-defined]
     sent = route.calls.last.request
     assert b'"role":"system"' in sent.content.replace(b" ", b"")
+
+
+# --- Retry-After, which the SDK's ResponseError drops -------------------------------------------
+
+
+async def test_a_429_keeps_its_retry_after_through_the_adapters_client() -> None:
+    provider = OllamaProvider.connect(HOST, timeout=5)
+    try:
+        with respx.mock() as mock, pytest.raises(UpstreamRateLimited) as caught:
+            mock.post(f"{HOST}/api/chat").mock(
+                return_value=httpx.Response(
+                    429, headers={"Retry-After": "2"}, json={"error": "server busy"}
+                )
+            )
+            await provider.complete(CALL)
+    finally:
+        await provider.aclose()
+    assert caught.value.retry_after == 2.0
+    assert caught.value.upstream_status == 429
+    assert "server busy" in caught.value.message
+
+
+async def test_a_plain_sdk_client_still_maps_the_status_without_retry_after() -> None:
+    provider = OllamaProvider(ollama.AsyncClient(host=HOST))
+    try:
+        with respx.mock() as mock, pytest.raises(UpstreamRateLimited) as caught:
+            mock.post(f"{HOST}/api/chat").mock(
+                return_value=httpx.Response(429, headers={"Retry-After": "2"}, json={"error": "x"})
+            )
+            await provider.complete(CALL)
+    finally:
+        await provider.aclose()
+    assert caught.value.retry_after is None
+
+
+# --- transport faults in the middle of a stream -------------------------------------------------
+
+
+def _ndjson(*lines: dict[str, object]) -> list[bytes]:
+    return [json.dumps(line).encode() + b"\n" for line in lines]
+
+
+class _Breaking(httpx.AsyncByteStream):
+    """A response body that sends some lines, then fails the way a network does."""
+
+    def __init__(self, lines: list[bytes], failure: Exception) -> None:
+        self._lines = lines
+        self._failure = failure
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for line in self._lines:
+            yield line
+        raise self._failure
+
+
+FIRST = {**OK, "message": {"role": "assistant", "content": "hel"}, "done": False}
+
+
+@pytest.mark.parametrize(
+    ("failure", "error_type"),
+    [
+        (httpx.ReadError("connection reset by peer"), StreamInterrupted),
+        (httpx.RemoteProtocolError("peer closed connection"), StreamInterrupted),
+        (httpx.ReadTimeout("no data"), UpstreamTimeout),
+    ],
+)
+async def test_a_transport_failure_mid_stream(
+    failure: Exception, error_type: type[ProviderError]
+) -> None:
+    provider = OllamaProvider.connect(HOST, timeout=5)
+    seen: list[object] = []
+    try:
+        with respx.mock() as mock, pytest.raises(error_type) as caught:
+            body = _Breaking(_ndjson(FIRST), failure)
+            mock.post(f"{HOST}/api/chat").mock(return_value=httpx.Response(200, stream=body))
+            async for event in provider.stream(CALL):
+                seen.append(event)
+    finally:
+        await provider.aclose()
+    assert seen == [TextDelta("hel")]
+    assert type(caught.value) is error_type
+
+
+async def test_a_stream_whose_last_line_is_cut_short_is_interrupted() -> None:
+    provider = OllamaProvider.connect(HOST, timeout=5)
+    try:
+        with respx.mock() as mock, pytest.raises(StreamInterrupted):
+            body = _ndjson(FIRST)[0] + b'{"model": "llama3.2", "done": tr'
+            mock.post(f"{HOST}/api/chat").mock(return_value=httpx.Response(200, content=body))
+            async for _ in provider.stream(CALL):
+                pass
+    finally:
+        await provider.aclose()
+
+
+async def test_a_refused_connection_fails_the_first_step_of_a_stream() -> None:
+    provider = OllamaProvider.connect(HOST, timeout=5)
+    try:
+        with respx.mock() as mock, pytest.raises(UpstreamError, match="OLLAMA_HOST"):
+            mock.post(f"{HOST}/api/chat").mock(side_effect=httpx.ConnectError("refused"))
+            await anext(provider.stream(CALL))
+    finally:
+        await provider.aclose()

@@ -181,3 +181,39 @@ async def test_sdk_errors_are_still_translated_by_status(
     with pytest.raises(UpstreamRejected, match="bad stop sequence") as rejected:
         await registry.get(provider).complete(CALL)
     assert rejected.value.upstream_request_id is not None
+
+
+async def test_ollama_errors_keep_their_headers_and_message(
+    registry: ProviderRegistry, fake: FakeProviderServer
+) -> None:
+    fake.script(
+        "ollama",
+        Reply.error(429, headers={"retry-after": "7"}, message="too many requests"),
+        Reply.error(404, message='model "m-1" not found, try pulling it first'),
+    )
+    with pytest.raises(UpstreamRateLimited) as limited:
+        await registry.get("ollama").complete(CALL)
+    assert limited.value.retry_after == 7.0
+    assert "too many requests" in limited.value.message
+    with pytest.raises(UpstreamRejected, match="try pulling it first") as rejected:
+        await registry.get("ollama").complete(CALL)
+    assert rejected.value.upstream_status == 404
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "ollama"])
+async def test_a_reset_before_the_answer_is_a_retriable_upstream_error(
+    registry: ProviderRegistry, fake: FakeProviderServer, provider: str
+) -> None:
+    fake.script(provider, Reply.reset())
+    with pytest.raises(UpstreamError):
+        await registry.get(provider).complete(CALL)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "ollama"])
+async def test_a_truncated_answer_is_a_provider_error(
+    registry: ProviderRegistry, fake: FakeProviderServer, provider: str
+) -> None:
+    fake.script(provider, Reply.cut(after=0))
+    with pytest.raises(ProviderError) as caught:
+        await registry.get(provider).complete(CALL)
+    assert caught.value.provider == provider

@@ -5,7 +5,7 @@ first chunk, silence) surfaces as the ProviderError the caller is promised."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 
 import pytest
 
@@ -75,14 +75,6 @@ async def fails_with(
             deltas.append(event.text)
     assert caught.value.provider == provider
     return caught.value, deltas
-
-
-async def eventually(condition: Callable[[], bool], seconds: float = 5.0) -> None:
-    """The fake runs in another thread: wait for it to see what the client did."""
-    deadline = asyncio.get_running_loop().time() + seconds
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "the fake never saw it"
-        await asyncio.sleep(0.01)
 
 
 # --- a whole stream --------------------------------------------------------------------------
@@ -177,7 +169,7 @@ async def test_a_reset_before_any_byte_is_a_retriable_upstream_error(
     registry: ProviderRegistry, fake: FakeProviderServer, provider: str
 ) -> None:
     fake.script(provider, Reply.reset())
-    error, deltas = await fails_with(registry, provider, UpstreamError)
+    _, deltas = await fails_with(registry, provider, UpstreamError)
     assert deltas == []
     assert fake.streams.opened == 0
 
@@ -285,8 +277,7 @@ async def test_closing_a_stream_early_closes_the_upstream_connection(
     assert await anext(events) == TextDelta("word0 ")
     assert fake.streams.open == 1
     await events.aclose()
-    await eventually(lambda: fake.streams.abandoned == 1)
-    assert fake.streams == StreamCounts(opened=1, abandoned=1)
+    assert await fake.settled_streams() == StreamCounts(opened=1, abandoned=1)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -298,8 +289,7 @@ async def test_cancelling_the_reader_closes_the_upstream_connection(
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0.3):  # the caller's own idle timer, as the service has
             await anext(events)
-    await eventually(lambda: fake.streams.abandoned == 1)
-    assert fake.streams.open == 0
+    assert await fake.settled_streams() == StreamCounts(opened=1, abandoned=1)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -46,6 +46,7 @@ def test_only_the_completion_routes_and_their_dependency_know_the_service(
     assert {m for m in importers if m.startswith("app.api")} <= {
         "app.api.deps",
         "app.api.completions",
+        "app.api.sse",  # encodes the completion stream's events as Server-Sent Events
     }
 
 
@@ -60,4 +61,4 @@ def test_routes_use_their_own_dependencies_not_the_runtime_or_the_service_parts(
     text = module.read_text()
     assert "runtime" not in text.lower().replace("runtimeerror", "")
     reached = re.findall(r"\bservice\.(\w+)", text)
-    assert set(reached) <= {"complete", "render"}, reached
+    assert set(reached) <= {"complete", "stream", "render"}, reached

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import orjson
 from starlette.responses import Response
@@ -46,7 +46,7 @@ class EventStreamResponse(Response):
 
     def __init__(
         self,
-        events: AsyncIterator[StreamOutput],
+        events: AsyncGenerator[StreamOutput, None],
         *,
         request_id: str | None,
         headers: dict[str, str] | None = None,
@@ -90,4 +90,4 @@ class EventStreamResponse(Response):
                 await send({"type": "http.response.body", "body": frame, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            await self.events.aclose()  # type: ignore[attr-defined]
+            await self.events.aclose()

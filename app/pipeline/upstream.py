@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -190,7 +191,10 @@ class UpstreamRun:
                     continue
                 self.current = prepared
                 try:
-                    return await self._first_event(prepared, timeouts)
+                    # Until its first text a stream is retried like any call.
+                    return await self.upstream.retry.run(
+                        functools.partial(self._first_event, prepared, timeouts)
+                    )
                 except GenAIError as exc:
                     if not worth_another_model(exc):
                         raise
@@ -218,7 +222,7 @@ class UpstreamRun:
             released = True
             try:
                 with contextlib.suppress(Exception):
-                    await stream.aclose()  # type: ignore[attr-defined]
+                    await stream.aclose()
             finally:
                 await slot.__aexit__(None, None, None)
 
@@ -245,6 +249,7 @@ class UpstreamRun:
 
         async def rest() -> AsyncGenerator[StreamEvent, None]:
             """The events after the first, each within the idle timeout; recorded at the end."""
+            finished = isinstance(first, ProviderReply)
             try:
                 while True:
                     try:
@@ -258,15 +263,19 @@ class UpstreamRun:
                             f"{timeouts.idle_seconds:g} s (GENAI_UPSTREAM__IDLE_SECONDS)",
                             provider=prepared.choice.provider,
                         ) from None
-                    yield event
                     if isinstance(event, ProviderReply):
+                        # Recorded before it is handed on: the reader stops at the answer.
+                        finished = True
                         self._record(prepared, started, None)
+                    yield event
+                    if finished:
                         return
             except ProviderError as exc:
                 self._record(prepared, started, exc)
                 raise
             except (asyncio.CancelledError, GeneratorExit):
-                self._record(prepared, started, None, cancelled=True)
+                if not finished:
+                    self._record(prepared, started, None, cancelled=True)
                 raise
             finally:
                 await close()

@@ -314,7 +314,10 @@ def _build(settings: Settings) -> Provider | None:
     client = anthropic.AsyncAnthropic(
         api_key=key,
         base_url=an.base_url,
-        timeout=settings.upstream.timeout_seconds,
+        # Per read (a stream's silence included), and a shorter bound on connecting.
+        timeout=anthropic.Timeout(
+            settings.upstream.timeout_seconds, connect=settings.upstream.connect_timeout_seconds
+        ),
         max_retries=0,
     )
     return AnthropicProvider(client, default_max_tokens=settings.default_max_tokens)

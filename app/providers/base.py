@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol, TypeVar
@@ -69,7 +69,7 @@ class Provider(Protocol):
         """Make one upstream call; raise only `app.errors.ProviderError` subclasses."""
         ...
 
-    def stream(self, call: ProviderCall) -> AsyncIterator[StreamEvent]:
+    def stream(self, call: ProviderCall) -> AsyncGenerator[StreamEvent, None]:
         """One streamed upstream call: `TextDelta`s in order, then exactly one `ProviderReply`
         (the whole text, the finish reason, the usage). A stream that ends without the
         provider's finish marker raises `StreamInterrupted`; only ProviderError subclasses are

@@ -106,6 +106,10 @@ class OllamaProvider:
             raise UpstreamTimeout("ollama did not answer in time", provider=self.name) from None
         except (ConnectionError, httpx.TransportError):
             raise _unreachable() from None
+        except ValueError:  # a body that is not JSON, or not a chat response
+            raise ProviderError(
+                "ollama answered unexpectedly: the body is not a chat response", provider=self.name
+            ) from None
         return ProviderReply(
             text=result.message.content or "",
             finish_reason=normalize_finish_reason(result.done_reason),

@@ -230,7 +230,10 @@ def compatible_provider(
     client = openai.AsyncOpenAI(
         api_key=api_key.get_secret_value() if api_key else PLACEHOLDER_KEY,
         base_url=base_url,
-        timeout=settings.upstream.timeout_seconds,
+        # Per read (a stream's silence included), and a shorter bound on connecting.
+        timeout=openai.Timeout(
+            settings.upstream.timeout_seconds, connect=settings.upstream.connect_timeout_seconds
+        ),
         max_retries=0,
     )
     return OpenAIProvider(client, name=name)

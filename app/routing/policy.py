@@ -17,13 +17,15 @@ with an entry decides. The links are fixed: there is no setting that reorders th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 
 from app.config import Settings, task_model_env_name
 from app.errors import CapabilityMissing, ConfigurationProblems, InvalidModel
 from app.providers.registry import PROVIDER_NAMES, provider_names
-from app.schemas import ModelChoice, ModelSource
+from app.schemas import MODEL, ModelChoice, ModelSource
 
+_MODEL = re.compile(MODEL)
 CHAIN = (
     "request > --model-for TASK > --model > GENAI_MODEL_<TASK> > GENAI_MODEL > "
     "task_models > model_hint > default_model"
@@ -39,6 +41,10 @@ def split_model(model: str, providers: Collection[str] = PROVIDER_NAMES) -> tupl
     if not sep or not provider or not name:
         raise InvalidModel(
             f"Model {model!r} must be written 'provider/model', e.g. 'openai/gpt-4o-mini'."
+        )
+    if not _MODEL.fullmatch(model.strip()):  # the rule a request's `model` is held to
+        raise InvalidModel(
+            f"Model {model!r} may hold only letters, digits and . _ : / - (at most 255)."
         )
     provider = provider.lower()
     if provider not in providers:

@@ -144,32 +144,56 @@ class Reply:
 
     @classmethod
     def cut(
-        cls, after: int, text: str | None = None, *, chunks: tuple[str, ...] | None = None
+        cls,
+        after: int,
+        text: str | None = None,
+        *,
+        chunks: tuple[str, ...] | None = None,
+        chunk_delay: float = 0.0,
     ) -> Reply:
         """A stream that sends ``after`` text chunks, then ends the body cleanly without the
         finish marker (no finish_reason/usage/[DONE], message_delta/message_stop, done=true).
         Unstreamed: the JSON body cut in half, with a Content-Length that matches."""
         joined = "".join(chunks) if text is None and chunks is not None else text
-        return cls("cut", text=joined, chunks=chunks, after=after)
+        return cls("cut", text=joined, chunks=chunks, after=after, chunk_delay=chunk_delay)
 
     @classmethod
     def reset(
-        cls, after: int = 0, text: str | None = None, *, chunks: tuple[str, ...] | None = None
+        cls,
+        after: int = 0,
+        text: str | None = None,
+        *,
+        chunks: tuple[str, ...] | None = None,
+        chunk_delay: float = 0.0,
     ) -> Reply:
         """Abort the TCP connection (RST) after ``after`` streamed text chunks; with 0, or for an
         unstreamed request, before a byte of the answer (not even the status line)."""
         joined = "".join(chunks) if text is None and chunks is not None else text
-        return cls("reset", text=joined, chunks=chunks, after=after)
+        return cls("reset", text=joined, chunks=chunks, after=after, chunk_delay=chunk_delay)
 
     @classmethod
     def stream_error(
-        cls, after: int = 0, status: int = 529, *, message: str = "scripted stream error"
+        cls,
+        after: int = 0,
+        status: int = 529,
+        *,
+        message: str = "scripted stream error",
+        chunks: tuple[str, ...] | None = None,
+        chunk_delay: float = 0.0,
     ) -> Reply:
         """After ``after`` text chunks, the provider's error inside a 200 stream, then the end:
         Anthropic ``event: error`` (its ``error.type`` for ``status``: 529 overloaded_error,
         500 api_error, 429 rate_limit_error…), OpenAI ``data: {"error": …}``, Ollama
         ``{"error": …}``. Unstreamed: ``Reply.error(status)``."""
-        return cls("stream_error", status=status, after=after, message=message)
+        return cls(
+            "stream_error",
+            status=status,
+            after=after,
+            message=message,
+            text="".join(chunks) if chunks is not None else None,
+            chunks=chunks,
+            chunk_delay=chunk_delay,
+        )
 
     @classmethod
     def error(
@@ -557,6 +581,15 @@ class FakeProviderServer:
         with self._lock:
             return self._streams
 
+    async def settled_streams(self, seconds: float = 5.0) -> StreamCounts:
+        """The stream counts once no stream is open any more: the fake notices a client that
+        went away in its own thread, a moment after the client closed its end."""
+        for _ in range(int(seconds / 0.01)):
+            if (counts := self.streams).open <= 0:
+                return counts
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"streams still open after {seconds} s: {self.streams}")
+
     def _count_stream(self, **change: int) -> None:
         with self._lock:
             counts = self._streams
@@ -619,7 +652,7 @@ class FakeProviderServer:
                 elif reply.kind == "stream_error":
                     yield plan.error
                 elif reply.kind == "reset":
-                    ended = True
+                    ended = True  # by the fake, though the client will never see an end
                     self._abort(scope)
                     # Starlette cancels this body once uvicorn sees the connection gone.
                     await self._closing.wait()
@@ -655,11 +688,12 @@ class FakeProviderServer:
                 reply = queue.popleft() if queue else Reply.ok()
             if not isinstance(body, dict):
                 return JSONResponse(_error_body(provider, 400, "body is not a JSON object", n), 400)
-            while reply.kind == "delay":
-                await self._sleep(reply.seconds)
-                reply = reply.then or Reply.ok()
-            if await request.is_disconnected():  # the client gave up waiting: answer no one
-                return Response()
+            if reply.kind == "delay":
+                while reply.kind == "delay":
+                    await self._sleep(reply.seconds)
+                    reply = reply.then or Reply.ok()
+                if await request.is_disconnected():  # the client gave up waiting: answer no one
+                    return Response()
             streamed = body.get("stream") is True
             if reply.kind == "reset" and (reply.after == 0 or not streamed):
                 self._abort(request.scope)
