@@ -65,6 +65,14 @@ class Limit:
     def waiting(self) -> int:
         return len(self._waiters)
 
+    def refuse_if_full(self) -> None:
+        """Raise Overloaded when a caller arriving now would be shed; lets the HTTP layer shed
+        before it reads a body or checks a key, which is what keeps overload cheap."""
+        if self._holders >= self.capacity and len(self._waiters) >= self.max_queued:
+            if self._shed is not None:
+                self._shed.inc()
+            raise self._overloaded()
+
     async def acquire(self) -> None:
         """Take a slot, waiting in line if need be; raise Overloaded at once if the line is full."""
         if self._holders < self.capacity and not self._waiters:

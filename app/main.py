@@ -17,6 +17,7 @@ from app.api.errors import install_error_handlers
 from app.api.limits import BodyLimitMiddleware
 from app.api.openapi import GatewayAPI
 from app.api.responses import GatewayJSONResponse
+from app.api.shedding import ShedMiddleware
 from app.audit.trail import AuditTrail
 from app.auth.authenticator import Authenticator
 from app.auth.banner import announce_first_admin_key, warn_auth_disabled
@@ -136,6 +137,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     # Outside the body limit: a caller without a key is refused before any body is read.
     app.add_middleware(AuthMiddleware)
+    # Outside authentication: a request that would be shed costs as little as possible.
+    app.add_middleware(ShedMiddleware)
     app.add_middleware(RequestContextMiddleware)
     for module in (completions, patterns, templates, snippets, jobs, keys, health):
         app.include_router(module.router)

@@ -62,6 +62,7 @@ class Runtime:
     readiness: Readiness
     authenticator: Authenticator
     cache: ResponseCache
+    limits: ConcurrencyLimits
 
     async def aclose(self) -> None:
         """Drain queued audit writes first: a clean stop loses no record."""
@@ -224,4 +225,5 @@ async def build_runtime(settings: Settings) -> Runtime:
         readiness=readiness,
         authenticator=authenticator,
         cache=cache,
+        limits=limits,
     )

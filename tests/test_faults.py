@@ -618,6 +618,13 @@ async def test_overload_is_answered_503_at_once_while_the_slow_ones_still_run(
         assert (error["type"], error["limit"]) == ("overloaded", "global")
         assert "job_id" not in error  # shed before any work, so no record either
         assert await metric(http, "genai_shed_total", {"limit": "global"}) == 1
+        # Shed at the door: before the key is checked or the body read (it is not even JSON).
+        anonymous = await http.post(
+            "/v1/completions", content=b"{not json", headers={"authorization": ""}
+        )
+        assert anonymous.status_code == 503, anonymous.text
+        assert anonymous.json()["error"]["type"] == "overloaded"
+        assert await metric(http, "genai_shed_total", {"limit": "global"}) == 2
 
         answers = await asyncio.gather(*slow)
         assert [answer.status_code for answer in answers] == [200] * 4

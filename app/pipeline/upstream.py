@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -26,6 +26,7 @@ import structlog
 from app.errors import (
     DeadlineExceeded,
     GenAIError,
+    InvalidModel,
     Overloaded,
     ProviderError,
     UpstreamError,
@@ -142,27 +143,29 @@ class UpstreamRun:
     def provider(self) -> str:
         return (self.current or self.prepared).choice.provider
 
-    def candidates(self) -> list[Callable[[], Prepared | None]]:
-        """The chosen model, then each fallback (assembled only when it is reached)."""
+    def candidates(self) -> Iterator[Prepared]:
+        """The chosen model, then each fallback that can serve the request: its provider is
+        configured and it has the capabilities (assembled only once it is reached)."""
         first = self.prepared
-        chain = self.upstream.preparer.fallback_chain(first)
-        later = [
-            lambda model=model, before=first.choice.model: self.upstream.preparer.retarget(
-                first, model, f"{before} failed; next in the fallback chain"
-            )
-            for model in chain
-            if self.upstream.providers.status().get(model.partition("/")[0], False)
-        ]
-        return [lambda: first, *later]
+        yield first
+        configured = self.upstream.providers.status()
+        for model in self.upstream.preparer.fallback_chain(first):
+            if not configured.get(model.partition("/")[0], False):
+                continue
+            reason = f"{first.choice.model} failed; {model} is next in its fallback chain"
+            try:
+                prepared = self.upstream.preparer.retarget(first, model, reason)
+            except InvalidModel:  # a pattern's own chain is checked by `patterns validate`
+                log.warning("fallback_model_invalid", model=model)
+                continue
+            if prepared is not None:
+                yield prepared
 
     async def complete(self) -> Answered:
         """The first model of the chain that answers; the last failure if none does."""
         failure: GenAIError | None = None
         async with self.deadline.guard():
-            for candidate in self.candidates():
-                prepared = candidate()
-                if prepared is None:
-                    continue
+            for prepared in self.candidates():
                 self.current = prepared
                 loop = self.upstream.repair_loop(prepared)
                 try:
@@ -185,10 +188,7 @@ class UpstreamRun:
         """Start a stream on the first model of the chain that sends its first event in time."""
         failure: GenAIError | None = None
         async with self.deadline.guard():
-            for candidate in self.candidates():
-                prepared = candidate()
-                if prepared is None:
-                    continue
+            for prepared in self.candidates():
                 self.current = prepared
                 try:
                     # Until its first text a stream is retried like any call.
