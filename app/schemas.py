@@ -7,7 +7,7 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 # Template names and roles appear in URLs, so they are kept to a safe alphabet.
 SLUG = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
@@ -159,12 +159,12 @@ class RenderRequest(_Input):
     instructions: str | None = Field(
         default=None, max_length=20_000, description="Extra user instructions for this request."
     )
-    stream: bool = Field(
+    stream: StrictBool = Field(
         default=False,
         description="Answer with Server-Sent Events: `delta` events, then one `envelope` event "
         "(or an `error` event).",
     )
-    cache: bool | None = Field(
+    cache: StrictBool | None = Field(
         default=None,
         description="true: use the response cache; false: bypass it; unset: the pattern's "
         "`cache` front-matter decides.",

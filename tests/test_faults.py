@@ -671,3 +671,16 @@ async def test_a_cached_repeat_makes_no_upstream_call(
     assert record["status"] == "cached"
     assert not record["attempts"]
     assert upstream_calls(fake) == ["openai"]
+
+
+async def test_stream_and_cache_take_only_json_booleans(
+    fake: FakeProviderServer, database_url: str
+) -> None:
+    async with gateway(fault_settings(fake, database_url)) as http:
+        for field, value in (("stream", "yes"), ("stream", 1), ("cache", "maybe"), ("cache", 0)):
+            answer = await http.post("/v1/completions", json={**REQUEST, field: value})
+            assert answer.status_code == 422, (field, value, answer.text)
+            error = answer.json()["error"]
+            assert error["type"] == "invalid_request"
+            assert error["errors"][0]["loc"] == ["body", field]
+    assert upstream_calls(fake) == []
