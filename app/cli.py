@@ -222,11 +222,13 @@ def patterns_validate() -> None:
         typer.echo(f"{name}: found in {', '.join(roots)}; the first one is used")
     known_providers = provider_names(get_settings())
     for pattern in adapter.loadable():
-        if pattern.meta.model_hint:
+        named = [("model_hint", pattern.meta.model_hint)] if pattern.meta.model_hint else []
+        named += [(f"fallbacks[{i}]", model) for i, model in enumerate(pattern.meta.fallbacks)]
+        for field, model in named:
             try:
-                split_model(pattern.meta.model_hint, known_providers)
+                split_model(model, known_providers)
             except InvalidModel as exc:
-                typer.echo(f"{pattern.name}: model_hint: {exc.message}", err=True)
+                typer.echo(f"{pattern.name}: {field}: {exc.message}", err=True)
                 failures += 1
     typer.echo(f"{len(adapter.names())} patterns checked, {failures} problems")
     if failures:

@@ -104,6 +104,12 @@ class CacheSettings(BaseModel):
         description="A Redis lookup or store slower than this is given up (a miss); the "
         "completion goes upstream, never fails.",
     )
+    scope: Literal["shared", "key"] = Field(
+        default="shared",
+        description="shared: every caller's identical request shares one entry. key: each API "
+        "key has its own entries, so no caller can learn (from a fast answer) that another "
+        "sent the same prompt.",
+    )
 
 
 class LimitSettings(BaseModel):

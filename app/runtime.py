@@ -188,6 +188,7 @@ async def build_runtime(settings: Settings) -> Runtime:
         completion_slot=limits.completion,
         cache=cache,
         prices=PriceTable.load(settings.prices),
+        cache_per_key=settings.cache.scope == "key",
     )
     replayer = Replayer(
         jobs=jobs,

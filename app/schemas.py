@@ -340,6 +340,12 @@ class PatternDetail(PatternSummary):
     required_variables: list[str]
     defaults: dict[str, Any]
     params: ModelParams
+    fallbacks: list[str] = Field(
+        default_factory=list, description="The pattern's own fallback chain (provider/model)."
+    )
+    cache: bool = Field(
+        default=False, description="Identical repeats are answered from the response cache."
+    )
 
 
 class FieldProblem(BaseModel):

@@ -90,6 +90,7 @@ class GenAIService:
         stream_timeouts: StreamTimeouts,
         cache: ResponseCache,
         prices: PriceTable,
+        cache_per_key: bool = False,
         completion_slot: CompletionSlot | None = None,
     ) -> None:
         self._preparer = preparer
@@ -101,6 +102,7 @@ class GenAIService:
         self._slot: CompletionSlot = completion_slot or _no_limit
         self._cache = cache
         self._prices = prices
+        self._cache_per_key = cache_per_key
 
     async def render(self, request: RenderRequest) -> RenderResult:
         """A dry run: everything `complete` would do except recording and calling."""
@@ -119,6 +121,7 @@ class GenAIService:
         *,
         request_id: str | None = None,
         deadline_ms: float | None = None,
+        caller_key: str | None = None,
     ) -> CompletionEnvelope:
         started = time.perf_counter()
         deadline = self._deadline(deadline_ms)
@@ -126,7 +129,7 @@ class GenAIService:
             async with deadline.guard():  # a wait in the queue counts against the deadline
                 await held.enter_async_context(self._slot())
             prepared = await self._preparer.prepare(request)
-            key = self._cache_key(prepared)
+            key = self._cache_key(prepared, caller_key)
             if key is not None and (hit := await self._cache.get(key)) is not None:
                 return await self._from_cache(prepared, hit, request_id, started)
             job = await self._audit.start(prepared, request=request, request_id=request_id)
@@ -157,6 +160,7 @@ class GenAIService:
         *,
         request_id: str | None = None,
         deadline_ms: float | None = None,
+        caller_key: str | None = None,
     ) -> AsyncGenerator[StreamOutput, None]:
         """Start a streamed completion; failures before the first text raise (an HTTP error),
         later ones end the stream with `StreamFailed`. Close the iterator to cancel it."""
@@ -179,7 +183,7 @@ class GenAIService:
                         )
                     ]
                 )
-            key = self._cache_key(prepared)
+            key = self._cache_key(prepared, caller_key)
             if key is not None and (hit := await self._cache.get(key)) is not None:
                 envelope = await self._from_cache(prepared, hit, request_id, started)
                 await slot.aclose()
@@ -313,9 +317,9 @@ class GenAIService:
         structlog.contextvars.bind_contextvars(upstream_ms=upstream_ms, error_type=exc.error_type)
         return exc.with_job(job.id)
 
-    def _cache_key(self, prepared: Prepared) -> str | None:
+    def _cache_key(self, prepared: Prepared, caller_key: str | None) -> str | None:
         """The response-cache key when this request uses the cache: its own `cache` flag, else
-        the pattern's front-matter."""
+        the pattern's front-matter. With GENAI_CACHE__SCOPE=key, the caller's own entries."""
         wanted = prepared.request.cache
         if not (prepared.source.cache if wanted is None else wanted):
             return None
@@ -324,6 +328,7 @@ class GenAIService:
             params=prepared.params,
             prompt=prepared.prompt,
             output_schema=prepared.source.output_schema if prepared.native_schema else None,
+            partition=caller_key if self._cache_per_key else None,
         )
 
     async def _remember(self, key: str | None, envelope: CompletionEnvelope) -> None:

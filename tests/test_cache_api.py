@@ -18,12 +18,13 @@ import pytest
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
+from app.auth import Scope
 from app.cache import cache_key
 from app.config import CacheSettings, Settings
 from app.schemas import ModelParams, Provenance, RenderedPrompt
 from app.store.secrets import new_key_text
 from tests.fakes.provider_server import FakeProviderServer, Reply
-from tests.support import serve_app, settings_for
+from tests.support import running_app, serve_app, settings_for
 from tests.test_cache import CLOSED_PORT_URL, REDIS_URL, require_redis
 
 
@@ -134,7 +135,9 @@ async def test_a_pattern_with_cache_front_matter_caches_without_the_request_flag
         first = await complete(http, request)
         repeat = await complete(http, request)
         bypassed = await complete(http, {**request, "cache": False})
+        detail = (await http.get("/v1/patterns/capital")).json()
     assert [first["cache"], repeat["cache"], bypassed["cache"]] == ["miss", "hit", "off"]
+    assert (detail["cache"], detail["fallbacks"]) == (True, [])
     assert len(fake.calls("openai")) == 2  # the first and the bypass
 
 
@@ -258,3 +261,24 @@ async def test_a_redis_that_is_down_never_fails_a_completion(fake: FakeProviderS
     assert [e["cache"] for e in envelopes] == ["miss", "miss"]
     assert len(fake.calls("openai")) == 2
     assert ready.status_code == 200, ready.text  # a cache outage costs calls, not readiness
+
+
+@pytest.mark.parametrize(("scope", "shared"), [("shared", True), ("key", False)])
+async def test_with_the_key_scope_each_api_key_has_its_own_entries(
+    fake: FakeProviderServer, scope: str, shared: bool
+) -> None:
+    request = summarize(cache=True)
+    settings = settings_for(fake, cache=CacheSettings(scope=scope))
+    async with running_app(settings) as (app, http):
+        other = await app.state.runtime.authenticator.create(scope=Scope.complete, name="other")
+        first = await complete(http, request)
+        again = await complete(http, request)
+        resp = await http.post(
+            "/v1/completions",
+            json=request,
+            headers={"authorization": f"Bearer {other.key}"},
+        )
+        assert resp.status_code == 200, resp.text
+    assert (first["cache"], again["cache"]) == ("miss", "hit")
+    assert resp.json()["cache"] == ("hit" if shared else "miss")
+    assert len(fake.calls("openai")) == (1 if shared else 2)

@@ -235,6 +235,19 @@ def test_patterns_validate_exits_1_on_an_unknown_provider_in_model_hint(root: Pa
     assert "mistral" in result.stderr
 
 
+def test_patterns_validate_exits_1_on_a_bad_fallback_model(root: Path) -> None:
+    write(
+        root,
+        "badchain",
+        "---\ndescription: d\nfallbacks: [anthropic/claude-haiku-4-5, gpt-4o]\n---\nx\n",
+    )
+    result = run("patterns", "validate")
+    assert result.exit_code == 1
+    assert "badchain: fallbacks[1]:" in result.stderr
+    assert "badchain: fallbacks[0]" not in result.stderr
+    assert "3 patterns checked, 1 problems" in result.stdout
+
+
 def test_patterns_validate_exits_1_when_a_root_does_not_exist(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

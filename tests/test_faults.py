@@ -12,6 +12,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -684,3 +685,28 @@ async def test_stream_and_cache_take_only_json_booleans(
             assert error["type"] == "invalid_request"
             assert error["errors"][0]["loc"] == ["body", field]
     assert upstream_calls(fake) == []
+
+
+async def test_a_patterns_own_chain_wins_and_an_invalid_model_in_it_is_skipped(
+    fake: FakeProviderServer, database_url: str, tmp_path: Path
+) -> None:
+    root = tmp_path / "patterns"
+    root.mkdir()
+    (root / "brief.md").write_text(
+        "---\ndescription: Be brief.\n"
+        "fallbacks: [not-a-model, ollama/llama3.2]\n---\nAnswer in one line.\n"
+    )
+    fake.script("openai", *[Reply.error(503)] * (RETRIES + 1))
+    settings = fault_settings(fake, database_url, pattern_dir=[root])
+    async with gateway(settings) as http:
+        answer = await http.post(
+            "/v1/completions", json={"pattern_key": "brief", "user_prompt": "Hi."}
+        )
+        assert answer.status_code == 200, answer.text
+        envelope = answer.json()
+        record = await job(http, envelope["job_id"])
+    # The pattern's chain replaces the config's (anthropic is never tried); the bad entry is
+    # skipped rather than failing the request (`genai patterns validate` reports it).
+    assert upstream_calls(fake) == ["openai"] * (RETRIES + 1) + ["ollama"]
+    assert envelope["model_choice"]["source"] == "fallback"
+    assert (envelope["provenance"]["provider"], record["provider"]) == ("ollama", "ollama")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from app.api.deps import CanComplete, DeadlineDep, RequestIdDep, ServiceDep
+from app.api.deps import CallerKeyDep, CanComplete, DeadlineDep, RequestIdDep, ServiceDep
 from app.api.disconnect import cancel_on_disconnect
 from app.api.errors import error_responses
 from app.api.sse import EventStreamResponse
@@ -33,17 +33,24 @@ async def create_completion(
     request: Request,
     service: ServiceDep,
     request_id: RequestIdDep,
+    caller_key: CallerKeyDep,
     deadline_ms: DeadlineDep = None,
 ) -> CompletionEnvelope | Response:
     if body.stream:
         # Failures before the first text raise here and are answered as JSON errors; later
         # ones end the stream with an `error` event.
         events = await cancel_on_disconnect(
-            request, service.stream(body, request_id=request_id, deadline_ms=deadline_ms)
+            request,
+            service.stream(
+                body, request_id=request_id, deadline_ms=deadline_ms, caller_key=caller_key
+            ),
         )
         return EventStreamResponse(events, request_id=request_id)
     return await cancel_on_disconnect(
-        request, service.complete(body, request_id=request_id, deadline_ms=deadline_ms)
+        request,
+        service.complete(
+            body, request_id=request_id, deadline_ms=deadline_ms, caller_key=caller_key
+        ),
     )
 
 

@@ -76,6 +76,7 @@ def require(scope: Scope) -> Any:
         if principal is None:  # an app assembled without AuthMiddleware still checks the key
             principal = await authenticator.authenticate(request.headers.get("authorization"))
         authenticator.require(principal, scope)
+        request.scope.setdefault("state", {})["principal"] = principal
         return cast(Principal, principal)
 
     return Security(authorize, scopes=[scope.value])
@@ -95,6 +96,12 @@ async def get_metrics(request: Request) -> Metrics:
 
 async def get_audit_backlog(request: Request) -> AuditBacklog:
     return _runtime(request).writer
+
+
+async def get_caller_key(request: Request) -> str | None:
+    """The calling API key's public id (None with auth disabled); set by the scope check."""
+    principal = request.scope.get("state", {}).get("principal")
+    return principal.key_id if isinstance(principal, Principal) else None
 
 
 async def get_request_id(request: Request) -> str | None:
@@ -118,6 +125,7 @@ CatalogDep = Annotated[PatternCatalog, Depends(get_catalog)]
 TemplatesDep = Annotated[TemplateRepository, Depends(get_templates)]
 SnippetsDep = Annotated[SnippetLibrary, Depends(get_snippets)]
 RequestIdDep = Annotated[str | None, Depends(get_request_id)]
+CallerKeyDep = Annotated[str | None, Depends(get_caller_key)]
 AuthenticatorDep = Annotated[Authenticator, Depends(get_authenticator)]
 RendererDep = Annotated[TemplateRenderer, Depends(get_renderer)]
 ReadinessDep = Annotated[Readiness, Depends(get_readiness)]

@@ -55,5 +55,7 @@ async def get_pattern(name: str, catalog: CatalogDep, renderer: RendererDep) -> 
             "required_variables": pattern.required_variables,
             "defaults": pattern.meta.defaults,
             "params": pattern.meta.params,
+            "fallbacks": pattern.meta.fallbacks,
+            "cache": pattern.meta.cache,
         }
     )

@@ -19,6 +19,7 @@ def cache_key(
     params: ModelParams,
     prompt: RenderedPrompt,
     output_schema: Mapping[str, Any] | None = None,
+    partition: str | None = None,
 ) -> str:
     """The key for a request about to be sent to `provenance.provider`/`provenance.model`.
 
@@ -43,5 +44,7 @@ def cache_key(
             None if output_schema is None else sha256_hex(canonical_json(output_schema).encode())
         ),
     }
+    if partition is not None:  # GENAI_CACHE__SCOPE=key: the caller's own entries
+        material["partition"] = partition
     digest = sha256_hex(canonical_json(material).encode()).removeprefix("sha256:")
     return CACHE_KEY_PREFIX + digest
