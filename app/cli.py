@@ -6,19 +6,21 @@ import importlib.util
 import json
 import math
 import os
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from pydantic import BaseModel, Field
 
 from app.catalog import PatternCatalog
+from app.cli_jobs import drift, jobs_cli
 from app.cli_keys import keys_cli
 from app.cli_runner import OperatorErrors, run
 from app.cli_snippets import snippets_cli
 from app.cli_store import db_cli, templates_cli
 from app.config import Settings, get_settings
-from app.errors import InvalidModel
-from app.logging import configure_logging
+from app.errors import ConfigurationError, InvalidModel, InvalidPattern
+from app.logging import configure_logging, uvicorn_log_config
 from app.metrics import shared_across_workers
 from app.preflight import run_preflight
 from app.providers.registry import provider_names
@@ -36,6 +38,10 @@ cli.add_typer(db_cli, name="db")
 cli.add_typer(templates_cli, name="templates")
 cli.add_typer(snippets_cli, name="snippets")
 cli.add_typer(keys_cli, name="keys")
+cli.add_typer(jobs_cli, name="jobs")
+cli.command("drift")(drift)
+# How an operator names the pattern roots (Settings.pattern_dir).
+PATTERN_DIR_SETTING = "GENAI_PATTERN_DIR"
 
 
 @cli.callback()
@@ -46,6 +52,20 @@ def _configure() -> None:
 
 def _adapter(settings: Settings) -> PatternCatalog:
     return PatternCatalog(roots=settings.pattern_dir, defaults=settings.pattern_defaults)
+
+
+def _existing_roots(settings: Settings) -> PatternCatalog:
+    """The catalog, once every root exists: a relative root (the default `patterns`) is read from
+    the working directory, and run elsewhere it used to list nothing and exit 0."""
+    adapter = _adapter(settings)
+    for root in adapter.missing_roots():
+        where = "" if Path(root).is_absolute() else f" (relative to {Path.cwd()})"
+        raise ConfigurationError(
+            PATTERN_DIR_SETTING,
+            f"pattern root {root}{where} does not exist; run genai from the project directory "
+            f"or set {PATTERN_DIR_SETTING} to an absolute path",
+        )
+    return adapter
 
 
 def _parse_var(item: str) -> tuple[str, Any]:
@@ -142,6 +162,8 @@ def serve(
             loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
             http="httptools" if importlib.util.find_spec("httptools") else "h11",
             access_log=False,
+            # Uvicorn's own lines (start-up, errors) through the same structlog renderer (JSON).
+            log_config=uvicorn_log_config(settings),
             proxy_headers=True,
             timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds),
             # A worker answers uvicorn's health check only once it has imported the app (seconds
@@ -164,6 +186,7 @@ def render(
     variables = dict(_parse_var(item) for item in var or [])
     request = RenderRequest(pattern_key=pattern, variables=variables, user_prompt=user_prompt)
     settings = get_settings()
+    _existing_roots(settings)
     flags = _model_flags(model, model_for)
     if flags.model or flags.model_for:  # the flags are two links of the model chain, as in serve
         cli_model = flags.model or settings.cli_model
@@ -178,17 +201,17 @@ def render(
 @patterns_cli.command("list")
 def patterns_list() -> None:
     """One line per pattern: name and description (bodies are not compiled: see validate)."""
-    adapter = _adapter(get_settings())
-    for pattern in adapter.loadable():
-        typer.echo(f"{pattern.name:<28} {pattern.meta.description}")
-    for name in adapter.problems():
-        typer.echo(f"{name:<28} INVALID (run: genai patterns validate)")
+    for entry in _existing_roots(get_settings()).listing():
+        if isinstance(entry, InvalidPattern):
+            typer.echo(f"{entry.name:<28} INVALID (run: genai patterns validate)")
+        else:
+            typer.echo(f"{entry.name:<28} {entry.meta.description}")
 
 
 @patterns_cli.command("show")
 def patterns_show(name: str) -> None:
     """A pattern's metadata, variables and content hash as JSON."""
-    pattern = _adapter(get_settings()).get(name)
+    pattern = _existing_roots(get_settings()).get(name)
     documented = pattern.meta.variables or {}
     typer.echo(
         json.dumps(

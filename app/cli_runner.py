@@ -59,8 +59,9 @@ def operator_lines(exc: ConfigurationError | ValidationError) -> list[str]:
 
 
 def fail(exc: GenAIError) -> NoReturn:
-    """Print the error as the API would answer it, and exit 1."""
-    typer.echo(json.dumps(error_json(error_body(exc)), indent=2), err=True)
+    """Print the error as the API would answer it, on one line (for people and for `jq`), and
+    exit 1."""
+    typer.echo(json.dumps(error_json(error_body(exc)), ensure_ascii=False), err=True)
     raise typer.Exit(code=1)
 
 

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from app.catalog.templates import check_new_template
+from app.cli_jobs import drift
 from app.cli_runner import run
 from app.config import Settings, get_settings
 from app.errors import ConfigurationError, StoreUnavailable
-from app.schemas import DriftReport, TemplateCreate
+from app.schemas import TemplateCreate
 from app.store.db import DATABASE_URL_SETTING, Database, describe_storage_error
 from app.store.secrets import new_key_text
 
@@ -126,16 +127,11 @@ def templates_activate(name: str, role: str, version: int) -> None:
     typer.echo(run(work))
 
 
-@templates_cli.command("check-drift")
-def templates_check_drift(
-    limit: Annotated[int, typer.Option(help="How many of the newest jobs to check.")] = 1000,
-) -> None:
-    """Report sources whose content changed since recent jobs used them; exit 1 on drift."""
-
-    async def work(runtime: Runtime) -> DriftReport:
-        return await runtime.replayer.drift_report(limit=limit)
-
-    report = run(work)
-    typer.echo(report.model_dump_json(indent=2))
-    if report.drifted:
-        raise typer.Exit(code=1)
+# Drift covers pattern files as well as templates, so it is a top-level command now; the old
+# name still works (hidden from help, with a deprecation notice) for scripts that use it.
+templates_cli.command(
+    "check-drift",
+    hidden=True,
+    deprecated=True,
+    help="Renamed `genai drift` (it checks pattern files too); this name still works.",
+)(drift)

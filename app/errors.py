@@ -30,6 +30,7 @@
     │   ├── SnippetExists              409 snippet_exists
     │   ├── MissingSnippets            422 missing_snippets     (labels the pattern expects)
     │   ├── InvalidSnippetLabels       422 invalid_snippet_labels (labels must be UPPER_SNAKE)
+    │   ├── InvalidConversation        422 invalid_conversation (chat messages not ending with user)
     │   └── CapabilityMissing          422 capability_missing   (the model cannot do what is asked)
     ├── StoreUnavailable               503 store_unavailable    (no audit record can be written)
     ├── Overloaded                     503 overloaded           (limits and queue full)
@@ -355,6 +356,13 @@ class InvalidSnippetLabels(RequestProblem):
         return {"labels": self.labels}
 
 
+class InvalidConversation(RequestProblem):
+    """Chat messages that are each well formed but cannot be answered as a conversation."""
+
+    status_code = 422
+    error_type = "invalid_conversation"
+
+
 class CapabilityMissing(RequestProblem):
     status_code = 422
     error_type = "capability_missing"
@@ -538,3 +546,19 @@ class ConfigurationProblems(ConfigurationError):
 
     def __str__(self) -> str:
         return "\n".join(f"{setting}: {problem}" for setting, problem in self.problems)
+
+
+def error_types() -> list[str]:
+    """Every `error.type` the service can answer with, sorted: the OpenAPI document's enum.
+
+    Walks the hierarchy rather than listing names, so a new error class cannot be left out;
+    classes defined outside the service (a test's own subclass) are not part of the contract.
+    """
+    found: set[str] = set()
+    pending: list[type[GenAIError]] = [GenAIError]
+    while pending:
+        cls = pending.pop()
+        if cls.__module__.split(".", 1)[0] == "app":
+            found.add(cls.error_type)
+        pending.extend(cls.__subclasses__())
+    return sorted(found)

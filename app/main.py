@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from sqlalchemy.exc import SQLAlchemyError
 
 from app import __version__
-from app.api import completions, health, jobs, keys, patterns, snippets, templates
+from app.api import chat, completions, health, jobs, keys, patterns, snippets, templates
 from app.api.auth import AuthMiddleware
 from app.api.errors import install_error_handlers
 from app.api.limits import BodyLimitMiddleware
@@ -25,7 +25,9 @@ from app.catalog.watch import FileWatcher, Owners
 from app.config import Settings, get_settings
 from app.errors import GenAIError
 from app.logging import RequestContextMiddleware, configure_logging
-from app.runtime import build_runtime
+from app.metrics import Metrics
+from app.runtime import Runtime, build_runtime
+from app.tracing import configure_tracing, shutdown_tracing
 
 log = structlog.get_logger(__name__)
 _KEY_USE_SECONDS = 30.0
@@ -64,8 +66,15 @@ async def _keep_interrupting_stale_jobs(
             await _interrupt_stale_jobs(trail, older_than)
 
 
+def _metrics_of(app: FastAPI) -> Metrics | None:
+    """The app's metrics once its lifespan has built the runtime."""
+    runtime: Runtime | None = getattr(app.state, "runtime", None)
+    return runtime.metrics if runtime is not None else None
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    configure_tracing(__version__)  # first: log lines then carry the trace id
     configure_logging(settings)
 
     @contextlib.asynccontextmanager
@@ -114,6 +123,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await watcher.aclose()
             await runtime.aclose()
             log.info("service_stopped")
+            shutdown_tracing()  # exports the spans still buffered
 
     app = GatewayAPI(
         title="GenAI Service",
@@ -129,6 +139,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             {"name": "jobs", "description": "The audit trail: records, replay, drift."},
             {"name": "keys", "description": "API keys and their scopes (admin)."},
             {"name": "health", "description": "Probes and metrics for operators."},
+            {
+                "name": "openai-compatible",
+                "description": "OpenAI Chat Completions and model list, for OpenAI SDKs.",
+            },
         ],
     )
     app.auth_enabled = not settings.auth_disabled  # documents 401/403 only when they happen
@@ -139,7 +153,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(AuthMiddleware)
     # Outside authentication: a request that would be shed costs as little as possible.
     app.add_middleware(ShedMiddleware)
-    app.add_middleware(RequestContextMiddleware)
-    for module in (completions, patterns, templates, snippets, jobs, keys, health):
+    app.add_middleware(RequestContextMiddleware, metrics=lambda: _metrics_of(app))
+    for module in (completions, chat, patterns, templates, snippets, jobs, keys, health):
         app.include_router(module.router)
     return app

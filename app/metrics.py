@@ -12,6 +12,8 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -20,6 +22,56 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from app.schemas import Usage
 
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+# Seconds: the gateway's own work is milliseconds, a request with its upstream call up to minutes.
+_OVERHEAD_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+_REQUEST_BUCKETS = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+)
+_PROMPT_CHAR_BUCKETS = (0, 100, 300, 1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000)
+
+
+@dataclass(slots=True)
+class RequestFacts:
+    """What the pipeline learns about one HTTP request, for its metrics and overhead header.
+
+    The request middleware opens one per request; the service fills it in. A mutable object in a
+    context variable, so a streamed body (sent from a task with a copy of the context) still
+    reaches the same one. Labels stay empty on routes that never reach a model.
+    """
+
+    pattern: str = ""
+    provider: str = ""
+    model: str = ""
+    upstream_seconds: float = 0.0
+
+
+_request_facts: ContextVar[RequestFacts | None] = ContextVar("genai_request_facts", default=None)
+
+
+def open_request_facts() -> RequestFacts:
+    """A fresh record for the request starting in this context (the middleware's call)."""
+    facts = RequestFacts()
+    _request_facts.set(facts)
+    return facts
+
+
+def request_facts() -> RequestFacts:
+    """The current request's record; a throwaway one outside a request (CLI, tests, replay)."""
+    return _request_facts.get() or RequestFacts()
 
 
 def multiprocess_dir() -> Path | None:
@@ -67,8 +119,56 @@ class Metrics:
         )
         self.upstream_seconds = Histogram(
             "genai_upstream_seconds",
-            "Provider call latency, retries included.",
-            ["provider"],
+            "Provider call latency of a completed answer, retries and fallbacks included.",
+            ["provider", "model"],
+            buckets=_REQUEST_BUCKETS,
+            registry=self.registry,
+        )
+        # Per HTTP request: `route` is the route template (never the raw path), pattern,
+        # provider and model are bounded by the catalog and the configuration ("" elsewhere).
+        self.requests = Counter(
+            "genai_requests_total",
+            "HTTP requests by route template, pattern, answering provider and model, and status.",
+            ["route", "pattern", "provider", "model", "status"],
+            registry=self.registry,
+        )
+        self.request_seconds = Histogram(
+            "genai_request_seconds",
+            "HTTP request latency (until the last byte of the body), by the same labels.",
+            ["route", "pattern", "provider", "model", "status"],
+            buckets=_REQUEST_BUCKETS,
+            registry=self.registry,
+        )
+        self.overhead_seconds = Histogram(
+            "genai_gateway_overhead_seconds",
+            "The gateway's own time per request: total minus the time spent waiting upstream.",
+            ["route"],
+            buckets=_OVERHEAD_BUCKETS,
+            registry=self.registry,
+        )
+        self.retries = Counter(
+            "genai_upstream_retries_total",
+            "Provider calls made again by the retry policy (rate limit, 5xx, connection).",
+            ["provider", "error_type"],
+            registry=self.registry,
+        )
+        self.fallbacks = Counter(
+            "genai_fallbacks_total",
+            "Fallbacks taken: the next model of the chain tried after `from_model` failed.",
+            ["from_model", "to_model"],
+            registry=self.registry,
+        )
+        self.contract_failures = Counter(
+            "genai_contract_failures_total",
+            "Requests refused by a pattern's variable contract (missing or invalid variables).",
+            ["pattern", "error_type"],
+            registry=self.registry,
+        )
+        self.prompt_chars = Histogram(
+            "genai_rendered_prompt_chars",
+            "Characters of a rendered prompt by role (system; user and assistant messages).",
+            ["pattern", "role"],
+            buckets=_PROMPT_CHAR_BUCKETS,
             registry=self.registry,
         )
         self.template_fallbacks = Counter(

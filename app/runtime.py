@@ -171,9 +171,10 @@ async def build_runtime(settings: Settings) -> Runtime:
     upstream = Upstream(
         preparer=preparer,
         providers=providers,
-        retry=RetryPolicy(settings.upstream),
+        retry=RetryPolicy(settings.upstream, metrics=metrics),
         structured_max_attempts=settings.structured_max_attempts,
         slot=limits.provider,
+        metrics=metrics,
     )
     service = GenAIService(
         preparer=preparer,

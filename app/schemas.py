@@ -7,7 +7,16 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 # Template names and roles appear in URLs, so they are kept to a safe alphabet.
 SLUG = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
@@ -75,6 +84,20 @@ def unsafe_input(value: Any) -> str | None:
     return None
 
 
+def _json_integer(value: Any) -> Any:
+    """JSON Schema's integer: 3 and 3.0 are integers, `true` and "3" are not (pydantic's lax
+    int takes both, its strict int refuses 3.0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+# For an integer a caller sends: a JSON number without a fraction, never a boolean or a string.
+# Constraints go before it (`Annotated[int, Field(ge=1), JSON_INTEGER]`), or the document
+# would show pydantic's `ge` instead of JSON Schema's `minimum`.
+JSON_INTEGER = BeforeValidator(_json_integer)
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -94,11 +117,13 @@ class _Input(_Frozen):
 class ModelParams(_Input):
     """Sampling parameters; unset fields fall through to the pattern, then to configuration."""
 
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
-    top_p: float | None = Field(default=None, gt=0, le=1)
+    # A JSON number only, never `true` read as 1 nor a numeric string (StrictFloat still takes
+    # an integer); the document says number/integer and the service keeps to it.
+    temperature: StrictFloat | None = Field(default=None, ge=0, le=2)
+    max_tokens: Annotated[int, Field(ge=1, le=1_000_000), JSON_INTEGER] | None = None
+    top_p: StrictFloat | None = Field(default=None, gt=0, le=1)
     stop: list[Annotated[str, Field(max_length=1000)]] | None = Field(default=None, max_length=8)
-    seed: int | None = Field(default=None, ge=INT32_MIN, le=INT32_MAX)
+    seed: Annotated[int, Field(ge=INT32_MIN, le=INT32_MAX), JSON_INTEGER] | None = None
 
     def overlay(self, other: ModelParams | None) -> ModelParams:
         """These params with every field `other` sets taken from `other`."""
@@ -118,7 +143,7 @@ class TemplateRef(_Input):
 
     name: str = Field(pattern=SLUG)
     role: str = Field(pattern=SLUG)
-    version: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    version: Annotated[int, Field(ge=1, le=INT32_MAX), JSON_INTEGER] | None = None
 
 
 class RenderRequest(_Input):
@@ -136,7 +161,12 @@ class RenderRequest(_Input):
                     "model": "openai/gpt-4o-mini",
                     "params": {"temperature": 0.2},
                 }
-            ]
+            ],
+            # The `_one_source` rule, stated so a validator or fuzzer knows it. if/then/else, not
+            # oneOf: client generators read a oneOf as a union and lose the request model.
+            "if": {"properties": {"pattern_key": {"type": "string"}}, "required": ["pattern_key"]},
+            "then": {"properties": {"template": {"type": "null"}}},
+            "else": {"properties": {"template": {"type": "object"}}, "required": ["template"]},
         },
     )
 
@@ -155,6 +185,7 @@ class RenderRequest(_Input):
     snippets: dict[str, str] = Field(
         default_factory=dict,
         description='Ordered label → snippet identifier, e.g. {"PERSONA": "nova"}.',
+        json_schema_extra={"propertyNames": {"pattern": f"^{_SNIPPET_LABEL.pattern}$"}},
     )
     instructions: str | None = Field(
         default=None, max_length=20_000, description="Extra user instructions for this request."
@@ -329,10 +360,25 @@ class PatternSummary(_Frozen):
     description: str
     tags: list[str]
     model_hint: str | None
-    content_hash: str
+    content_hash: str | None = Field(
+        description="SHA-256 of the pattern file's bytes (plus its output_schema file's when the "
+        "schema lives in a sibling file); null when the file could not be loaded."
+    )
+    valid: bool = Field(
+        default=True,
+        description="false when the file fails to load (unreadable, bad front-matter, or a body "
+        "known not to compile); `problems` says why. Such a pattern is listed, not dropped.",
+    )
+    problems: list[str] = Field(
+        default_factory=list, description="Why the pattern cannot be used; empty when valid."
+    )
 
 
 class PatternDetail(PatternSummary):
+    content_hash: str = Field(
+        description="SHA-256 of the pattern file's bytes (plus its output_schema file's when the "
+        "schema lives in a sibling file)."
+    )
     base_path: str
     variables: dict[str, str | None] = Field(
         description="Declared variables and their descriptions."
@@ -409,7 +455,7 @@ class TemplateCreate(_Input):
     variables: list[str] = Field(default_factory=list, description="The exact, ordered contract.")
     blueprint_schema: dict[str, Any] | None = None
     blueprint_instructions: str | None = None
-    activate: bool = Field(
+    activate: StrictBool = Field(
         default=False, description="Make this the active variant; the first version always is."
     )
 
@@ -427,6 +473,40 @@ class TemplateVersion(_Frozen):
     blueprint_instructions: str | None
     created_at: dt.datetime
     updated_at: dt.datetime
+
+
+def _unset(value: Any) -> bool:
+    return value is None
+
+
+class RecordedParams(_Frozen):
+    """ModelParams as the audit record keeps them: its strings redacted (a `stop` may grow), so
+    none of ModelParams' input bounds apply; a field an older version had is still shown.
+    Only the parameters that were set are stored, and only those are shown."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    temperature: float | None = Field(default=None, exclude_if=_unset)
+    max_tokens: int | None = Field(default=None, exclude_if=_unset)
+    top_p: float | None = Field(default=None, exclude_if=_unset)
+    stop: list[str] | None = Field(default=None, exclude_if=_unset)
+    seed: int | None = Field(default=None, exclude_if=_unset)
+
+
+class RecordedPrompt(_Frozen):
+    """RenderedPrompt as the audit record keeps it: every text redacted. Empty in a record
+    written before its prompt was known (a row migrated from an old schema)."""
+
+    system: str = ""
+    messages: list[Message] = Field(default_factory=list)
+
+
+class StructuredAttempt(_Frozen):
+    """One structured-output try as the audit record keeps it, its strings redacted."""
+
+    attempt: int
+    valid: bool
+    issues: ValidationIssues
+    response: str
 
 
 class JobRecord(_Frozen):
@@ -450,7 +530,7 @@ class JobRecord(_Frozen):
     user_prompt_hash: str
     provider: str
     model: str
-    params: dict[str, Any]
+    params: RecordedParams
     finish_reason: str | None
     input_tokens: int | None
     output_tokens: int | None
@@ -460,14 +540,14 @@ class JobRecord(_Frozen):
     streamed: bool = False
     latency_ms: float | None
     upstream_latency_ms: float | None
-    prompt_redacted: dict[str, Any]
+    prompt_redacted: RecordedPrompt
     response_redacted: str | None
     redaction_map: dict[str, str]
     snippet_ids: list[str]
     attempts: list[CallAttempt] | None = Field(
         default=None, description="Every upstream call in order (retries and fallbacks)."
     )
-    output_attempts: list[dict[str, Any]] | None = Field(
+    output_attempts: list[StructuredAttempt] | None = Field(
         default=None, description="Structured-output attempts: outcome, issues, redacted answer."
     )
     escaped_fields: list[str] | None = Field(
@@ -522,17 +602,33 @@ class SnippetIn(_Input):
     text: str = Field(min_length=1, max_length=50_000)
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    active: bool = True
+    active: StrictBool = True
 
 
 class Snippet(SnippetIn):
     source: Literal["database", "file"]
 
 
+class InvalidValue(_Frozen):
+    """A value in the model's output that breaks the output_schema."""
+
+    field: str = Field(description="JSON path of the value, `$` for the whole output.")
+    provided: Any = Field(description="The value as given (long values cut short).")
+    problem: str
+    requirement: str
+
+
+class MissingValue(_Frozen):
+    """A required field the model's output left out."""
+
+    field: str = Field(description="JSON path of the absent field.")
+    requirement: Literal["required"] = "required"
+
+
 class ValidationIssues(_Frozen):
-    invalid: list[dict[str, Any]] = Field(default_factory=list)
-    missing: list[dict[str, Any]] = Field(default_factory=list)
-    unknown: list[str] = Field(default_factory=list)
+    invalid: list[InvalidValue] = Field(default_factory=list)
+    missing: list[MissingValue] = Field(default_factory=list)
+    unknown: list[str] = Field(default_factory=list, description="Fields the schema forbids.")
 
 
 class StructuredOutcome(_Frozen):

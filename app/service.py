@@ -18,8 +18,8 @@ import structlog
 
 from app.audit.trail import AuditTrail, OpenJob
 from app.cache import CachedAnswer, ResponseCache, cache_key
-from app.errors import GenAIError, InvalidRequest
-from app.metrics import Metrics
+from app.errors import GenAIError, InvalidRequest, MissingVariables, VariableContractViolation
+from app.metrics import Metrics, request_facts
 from app.pipeline.prepare import Prepared, PromptPreparer
 from app.pipeline.upstream import (
     Answered,
@@ -40,6 +40,7 @@ from app.schemas import (
     RenderRequest,
     RenderResult,
 )
+from app.tracing import span
 
 log = structlog.get_logger(__name__)
 
@@ -106,7 +107,30 @@ class GenAIService:
 
     async def render(self, request: RenderRequest) -> RenderResult:
         """A dry run: everything `complete` would do except recording and calling."""
-        return (await self._preparer.prepare(request)).as_render_result()
+        return (await self._prepare(request)).as_render_result()
+
+    async def _prepare(self, request: RenderRequest) -> Prepared:
+        """The render, in its own span; counts contract failures and the prompt's size."""
+        with span("genai.render", attributes={"genai.pattern": request.pattern_key}) as rendering:
+            try:
+                prepared = await self._preparer.prepare(request)
+            except GenAIError as exc:
+                rendering.fail(exc.error_type)
+                if isinstance(exc, MissingVariables | VariableContractViolation):
+                    self._metrics.contract_failures.labels(exc.name, exc.error_type).inc()
+                raise
+            choice, prompt = prepared.choice, prepared.prompt
+            rendering.set("genai.pattern", prepared.source.name)
+            rendering.set("gen_ai.request.model", choice.name)
+        facts = request_facts()
+        facts.pattern = prepared.source.name
+        facts.provider, facts.model = choice.provider, choice.name
+        chars = {"system": len(prompt.system)}
+        for message in prompt.messages:
+            chars[message.role] = chars.get(message.role, 0) + len(message.content)
+        for role, count in chars.items():
+            self._metrics.prompt_chars.labels(prepared.source.name, role).observe(count)
+        return prepared
 
     def _deadline(self, deadline_ms: float | None) -> Deadline:
         """The configured deadline, or the caller's when it is shorter (never longer)."""
@@ -128,7 +152,7 @@ class GenAIService:
         async with contextlib.AsyncExitStack() as held:
             async with deadline.guard():  # a wait in the queue counts against the deadline
                 await held.enter_async_context(self._slot())
-            prepared = await self._preparer.prepare(request)
+            prepared = await self._prepare(request)
             key = self._cache_key(prepared, caller_key)
             if key is not None and (hit := await self._cache.get(key)) is not None:
                 return await self._from_cache(prepared, hit, request_id, started)
@@ -170,7 +194,7 @@ class GenAIService:
         async with deadline.guard():
             await slot.enter_async_context(self._slot())
         try:
-            prepared = await self._preparer.prepare(request)
+            prepared = await self._prepare(request)
             if prepared.source.output_schema is not None:
                 raise InvalidRequest(
                     [
@@ -194,6 +218,8 @@ class GenAIService:
             upstream_started = time.perf_counter()
             try:
                 opened = await run.open_stream(self._stream_timeouts)
+                # Upstream time until the first event: the overhead header is sent before the rest.
+                request_facts().upstream_seconds = _elapsed_ms(upstream_started) / 1000
             except GenAIError as exc:
                 raise await self._failed(job, exc, started, upstream_started, run) from (
                     exc.__cause__
@@ -277,7 +303,12 @@ class GenAIService:
         )
         self._metrics.completions.labels(choice.provider, "completed").inc()
         self._metrics.record_usage(choice.provider, choice.name, reply.usage, cost)
-        self._metrics.upstream_seconds.labels(choice.provider).observe(upstream_ms / 1000)
+        self._metrics.upstream_seconds.labels(choice.provider, choice.name).observe(
+            upstream_ms / 1000
+        )
+        facts = request_facts()  # the model that answered (a fallback, perhaps)
+        facts.provider, facts.model = choice.provider, choice.name
+        facts.upstream_seconds = upstream_ms / 1000
         structlog.contextvars.bind_contextvars(
             upstream_ms=upstream_ms,
             input_tokens=reply.usage.input_tokens,
@@ -314,6 +345,7 @@ class GenAIService:
             output_attempts=run.output_attempts,
         )
         self._metrics.completions.labels(run.provider, "failed").inc()
+        request_facts().upstream_seconds = upstream_ms / 1000
         structlog.contextvars.bind_contextvars(upstream_ms=upstream_ms, error_type=exc.error_type)
         return exc.with_job(job.id)
 

@@ -409,6 +409,8 @@ async def test_openapi_has_stable_operation_ids_and_examples(client: httpx.Async
         "revokeApiKey",
         "replayJob",
         "checkDrift",
+        "createChatCompletion",  # the OpenAI-compatible routes (tests/test_openai_compat.py)
+        "listModels",
     }
     assert spec["components"]["schemas"]["RenderRequest"]["examples"]
     completion = spec["paths"]["/v1/completions"]["post"]
@@ -436,3 +438,27 @@ async def test_the_running_service_picks_up_pattern_edits_without_a_restart(
             await asyncio.sleep(0.02)
     assert (before, after) == ("Say hello.", "Say hello warmly.")
     assert added.status_code == 200
+
+
+async def test_pattern_list_marks_a_broken_file_instead_of_dropping_it(
+    fake: FakeProviderServer, tmp_path: Path
+) -> None:
+    root = tmp_path / "patterns"
+    root.mkdir()
+    (root / "good.md").write_text("---\ndescription: Fine.\n---\nSay hello.\n")
+    (root / "bad_yaml.md").write_text("---\ndescription: [unclosed\n---\nSay hello.\n")
+    (root / "bad_jinja.md").write_text("---\ndescription: Broken body.\n---\n{% if %}\n")
+    async with serve_app(settings_for(fake, pattern_dir=[root])) as http:
+        before = {p["name"]: p for p in (await http.get("/v1/patterns")).json()["patterns"]}
+        # A body's problem is known once it has been compiled (here by the detail route).
+        detail = await http.get("/v1/patterns/bad_jinja")
+        after = {p["name"]: p for p in (await http.get("/v1/patterns")).json()["patterns"]}
+    assert set(before) == {"good", "bad_yaml", "bad_jinja"}
+    assert before["good"]["valid"] is True and before["good"]["problems"] == []
+    assert before["good"]["content_hash"].startswith("sha256:")
+    broken = before["bad_yaml"]
+    assert broken["valid"] is False and broken["content_hash"] is None
+    assert broken["problems"] and all(isinstance(text, str) for text in broken["problems"])
+    assert detail.status_code == 422 and detail.json()["error"]["type"] == "invalid_pattern"
+    assert after["bad_jinja"]["valid"] is False
+    assert after["bad_jinja"]["problems"] == detail.json()["error"]["problems"]

@@ -25,6 +25,7 @@ LAYERS: list[grimp.Layer] = [
     grimp.Layer(
         "main",
         "cli",
+        "cli_jobs",
         "cli_keys",
         "cli_snippets",
         "cli_store",
@@ -47,7 +48,7 @@ LAYERS: list[grimp.Layer] = [
     grimp.Layer("tracking"),  # pure fingerprints and provenance
     grimp.Layer("limits"),  # concurrency limits and load shedding: counters and futures only
     # config reads config_file (the genai.yaml source), which knows Settings only as a class.
-    grimp.Layer("metrics", "logging", "config", "config_file", independent=False),
+    grimp.Layer("metrics", "logging", "tracing", "config", "config_file", independent=False),
     grimp.Layer("error_body", "errors", "schemas", independent=False),
 ]
 

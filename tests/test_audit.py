@@ -524,7 +524,7 @@ async def test_every_field_of_a_completion_is_made_storable_lone_surrogates_incl
     assert record.status == "completed"
     assert record.response_redacted == "lone \\ud800 and nul \\u0000"
     assert record.output_attempts is not None
-    assert record.output_attempts[0]["issues"]["unknown"] == ["$.k\\u0000ey"]
+    assert record.output_attempts[0].issues.unknown == ["$.k\\u0000ey"]
     assert record.escaped_fields == ["output_attempts", "response_redacted"]
 
 

@@ -267,3 +267,50 @@ def test_patterns_validate_reports_shadowed_names_without_failing(
     result = run("patterns", "validate")
     assert result.exit_code == 0, result.output
     assert f"classify: found in {root}, {second}; the first one is used" in result.stdout
+
+
+# --- any working directory ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("patterns", "list"), ("patterns", "show", "summarize"), ("render", "summarize")],
+)
+def test_a_missing_pattern_root_is_one_line_exit_2_not_an_empty_success(
+    cli_env: Callable[..., None], tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    # The default root `patterns` is relative; cli_env runs in an empty tmp_path, as a user
+    # running `genai` outside the project would.
+    result = run(*command)
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines == [
+        f"genai: GENAI_PATTERN_DIR: pattern root patterns (relative to {tmp_path}) does not exist; "
+        "run genai from the project directory or set GENAI_PATTERN_DIR to an absolute path"
+    ]
+    assert result.stdout == ""
+
+
+def test_an_absolute_pattern_root_works_from_any_directory(
+    root: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "somewhere" / "else"
+    elsewhere.mkdir(parents=True)
+    monkeypatch.chdir(elsewhere)
+    result = run("patterns", "list")
+    assert result.exit_code == 0, result.output
+    assert [line.split()[0] for line in result.stdout.splitlines()] == ["classify", "email/greet"]
+
+
+def test_patterns_list_keeps_an_invalid_pattern_in_name_order(root: Path) -> None:
+    write(root, "aaa_broken", "---\ndescription: [unclosed\n---\nx\n")
+    lines = run("patterns", "list").stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["aaa_broken", "classify", "email/greet"]
+    assert "INVALID (run: genai patterns validate)" in lines[0]
+
+
+def test_every_command_group_is_listed_in_help(cli_env: Callable[..., None]) -> None:
+    listed = run("--help").stdout
+    for command in ("serve", "render", "patterns", "jobs", "drift", "templates", "keys", "db"):
+        assert command in listed
+    assert {"list", "show", "replay"} <= set(re.findall(r"│ (\w+)\s", run("jobs", "--help").stdout))

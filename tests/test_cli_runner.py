@@ -46,7 +46,8 @@ def test_a_service_error_prints_the_apis_documented_body_and_exits_1(
     result = run(*args)
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
-    body = json.loads(result.stderr[result.stderr.index("{\n") :])  # after any log lines
+    # The last line is the error, one line of JSON (log lines may come before it).
+    body = json.loads(result.stderr.strip().splitlines()[-1])
     _error_body_schema().validate(body)
     assert body["error"]["type"] == error_type
     assert "request_id" not in body["error"]  # only an HTTP answer has one

@@ -70,7 +70,7 @@ async def test_an_invalid_answer_is_repaired_and_every_try_is_an_attempt() -> No
     model = ScriptedModel(reply('{"answer": 42}', tokens=10), reply('{"answer": "42"}', tokens=20))
     answer = await loop().run(model, QUESTION)
     assert [(a.number, a.valid) for a in answer.attempts] == [(1, False), (2, True)]
-    assert answer.attempts[0].issues.invalid[0]["field"] == "answer"
+    assert answer.attempts[0].issues.invalid[0].field == "answer"
     assert answer.attempts[0].response == '{"answer": 42}'
     # The second call carries the first answer and the targeted feedback, after the question.
     second = model.conversations[1]

@@ -47,6 +47,7 @@ def test_only_the_completion_routes_and_their_dependency_know_the_service(
         "app.api.deps",
         "app.api.completions",
         "app.api.sse",  # encodes the completion stream's events as Server-Sent Events
+        "app.api.chat",  # a completion route too: the OpenAI wire format over the same stream
     }
 
 

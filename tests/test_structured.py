@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.prompts.structured import REPAIR_ACTION, repair_feedback, validate_output
+from app.schemas import MissingValue
 
 PERSON = {
     "type": "object",
@@ -65,7 +66,7 @@ def test_an_already_parsed_payload_is_validated_without_parsing_text() -> None:
 def test_an_already_parsed_invalid_payload_reports_its_issues() -> None:
     result = validate_output(PERSON, json.dumps(VALID_PERSON), payload=person(age="old"))
     assert not result.valid
-    assert [issue["field"] for issue in result.issues.invalid] == ["age"]
+    assert [issue.field for issue in result.issues.invalid] == ["age"]
 
 
 # --- not JSON -----------------------------------------------------------------------------
@@ -79,10 +80,10 @@ def test_non_json_is_a_single_invalid_issue_at_the_root(text: str | None) -> Non
     assert result.issue_count == 1
     assert result.issues.missing == [] and result.issues.unknown == []
     (issue,) = result.issues.invalid
-    assert issue["field"] == "$"
-    assert issue["provided"] == (text or "")
-    assert issue["problem"].startswith("not valid JSON")
-    assert issue["requirement"] == "a single JSON value"
+    assert issue.field == "$"
+    assert issue.provided == (text or "")
+    assert issue.problem.startswith("not valid JSON")
+    assert issue.requirement == "a single JSON value"
 
 
 # --- classification -----------------------------------------------------------------------
@@ -91,15 +92,15 @@ def test_non_json_is_a_single_invalid_issue_at_the_root(text: str | None) -> Non
 def test_missing_required_fields_are_classified_missing() -> None:
     reply = {"address": {"street": "1 Main St", "city": "London"}}
     result = validate_output(PERSON, json.dumps(reply))
-    assert sorted(i["field"] for i in result.issues.missing) == ["age", "name"]
-    assert all(i["requirement"] == "required" for i in result.issues.missing)
+    assert sorted(i.field for i in result.issues.missing) == ["age", "name"]
+    assert all(i.requirement == "required" for i in result.issues.missing)
     assert result.issues.invalid == [] and result.issues.unknown == []
     assert result.issue_count == 2
 
 
 def test_each_missing_field_is_reported_once() -> None:
     result = validate_output(PERSON, "{}")
-    assert result.issues.missing == [
+    assert [m.model_dump() for m in result.issues.missing] == [
         {"field": "name", "requirement": "required"},
         {"field": "age", "requirement": "required"},
         {"field": "address", "requirement": "required"},
@@ -109,7 +110,7 @@ def test_each_missing_field_is_reported_once() -> None:
 
 def test_missing_nested_fields_get_dotted_paths() -> None:
     result = validate_output(PERSON, json.dumps(person(address={"street": "1 Main St"})))
-    assert result.issues.missing == [{"field": "address.city", "requirement": "required"}]
+    assert result.issues.missing == [MissingValue(field="address.city")]
 
 
 def test_missing_fields_inside_arrays_include_the_index() -> None:
@@ -123,7 +124,7 @@ def test_missing_fields_inside_arrays_include_the_index() -> None:
         },
     }
     result = validate_output(schema, json.dumps({"items": [{"id": 1}, {}]}))
-    assert result.issues.missing == [{"field": "items.1.id", "requirement": "required"}]
+    assert result.issues.missing == [MissingValue(field="items.1.id")]
 
 
 def test_additional_properties_are_classified_unknown_with_paths() -> None:
@@ -166,24 +167,24 @@ def test_wrong_values_are_invalid_with_field_provided_problem_requirement(
     result = validate_output(PERSON, json.dumps(reply))
     assert result.issues.missing == [] and result.issues.unknown == []
     (issue,) = result.issues.invalid
-    assert set(issue) == {"field", "provided", "problem", "requirement"}
-    assert issue["field"] == field
-    assert issue["provided"] == provided
-    assert problem_part in issue["problem"]
-    assert issue["requirement"].startswith(f"{validator}: ")
+    assert set(issue.model_dump()) == {"field", "provided", "problem", "requirement"}
+    assert issue.field == field
+    assert issue.provided == provided
+    assert problem_part in issue.problem
+    assert issue.requirement.startswith(f"{validator}: ")
 
 
 def test_requirement_states_the_schema_value_as_json() -> None:
     result = validate_output(PERSON, json.dumps(person(role="owner")))
     (issue,) = result.issues.invalid
-    assert issue["requirement"] == 'enum: ["admin", "user"]'
+    assert issue.requirement == 'enum: ["admin", "user"]'
 
 
 def test_all_three_kinds_are_reported_together() -> None:
     reply = {"name": 7, "age": 1, "extra": True}
     result = validate_output(PERSON, json.dumps(reply))
-    assert [i["field"] for i in result.issues.invalid] == ["name"]
-    assert [i["field"] for i in result.issues.missing] == ["address"]
+    assert [i.field for i in result.issues.invalid] == ["name"]
+    assert [i.field for i in result.issues.missing] == ["address"]
     assert result.issues.unknown == ["extra"]
     assert result.issue_count == 3
     assert not result.valid
@@ -191,7 +192,7 @@ def test_all_three_kinds_are_reported_together() -> None:
 
 def test_a_wrong_root_type_is_invalid_at_the_root() -> None:
     result = validate_output(PERSON, "[1, 2]")
-    assert [i["field"] for i in result.issues.invalid] == ["$"]
+    assert [i.field for i in result.issues.invalid] == ["$"]
     assert result.parsed == [1, 2]
 
 
@@ -203,25 +204,25 @@ def test_long_provided_values_are_shortened(long_value: Any) -> None:
     schema = {"type": "object", "properties": {"v": {"type": "integer"}}}
     result = validate_output(schema, json.dumps({"v": long_value}))
     (issue,) = result.issues.invalid
-    provided = issue["provided"]
+    provided = issue.provided
     assert isinstance(provided, str)
     assert provided.endswith("…")
     assert len(provided) <= 201
-    assert issue["problem"] == "the provided value is not of type 'integer'"
-    assert len(json.dumps(issue, ensure_ascii=False)) < 400
+    assert issue.problem == "the provided value is not of type 'integer'"
+    assert len(issue.model_dump_json()) < 400
 
 
 def test_long_non_json_text_is_shortened() -> None:
     result = validate_output(PERSON, "no json here " * 100)
     (issue,) = result.issues.invalid
-    assert issue["provided"].endswith("…")
-    assert len(issue["provided"]) <= 201
+    assert issue.provided.endswith("…")
+    assert len(issue.provided) <= 201
 
 
 def test_short_provided_values_are_kept_as_they_are() -> None:
     result = validate_output(PERSON, json.dumps(person(age=[1, 2])))
     (issue,) = result.issues.invalid
-    assert issue["provided"] == [1, 2]
+    assert issue.provided == [1, 2]
 
 
 # --- repair feedback ----------------------------------------------------------------------

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request, Response
 from app.api.deps import CallerKeyDep, CanComplete, DeadlineDep, RequestIdDep, ServiceDep
 from app.api.disconnect import cancel_on_disconnect
 from app.api.errors import error_responses
+from app.api.openapi import COMPLETION_EVENTS
 from app.api.sse import EventStreamResponse
 from app.schemas import CompletionEnvelope, RenderRequest, RenderResult
 
@@ -23,7 +24,7 @@ router = APIRouter(prefix="/v1", tags=["completions"], dependencies=[CanComplete
             "description": 'The envelope; with `"stream": true`, Server-Sent Events: `delta` '
             'events (`{"text": …}`), then one `envelope` event (the CompletionEnvelope) or '
             "one `error` event (the error body).",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "content": {"text/event-stream": {"schema": COMPLETION_EVENTS}},
         },
         **error_responses(404, 422, 429, 502, 503, 504),
     },

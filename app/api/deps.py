@@ -17,7 +17,9 @@ from app.auth.authenticator import Authenticator, Principal
 from app.auth.keys import Scope
 from app.catalog import PatternCatalog
 from app.catalog.renderer import TemplateRenderer
+from app.config import Settings
 from app.metrics import Metrics
+from app.providers.registry import ProviderRegistry
 from app.readiness import AuditBacklog, Readiness
 from app.runtime import Runtime
 from app.service import GenAIService
@@ -82,6 +84,15 @@ def require(scope: Scope) -> Any:
     return Security(authorize, scopes=[scope.value])
 
 
+async def get_app_settings(request: Request) -> Settings:
+    """The settings the app was built with (not `app.config.get_settings`: tests pass their own)."""
+    return _runtime(request).settings
+
+
+async def get_providers(request: Request) -> ProviderRegistry:
+    return _runtime(request).providers
+
+
 async def get_renderer(request: Request) -> TemplateRenderer:
     return _runtime(request).renderer
 
@@ -131,5 +142,7 @@ RendererDep = Annotated[TemplateRenderer, Depends(get_renderer)]
 ReadinessDep = Annotated[Readiness, Depends(get_readiness)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 AuditBacklogDep = Annotated[AuditBacklog, Depends(get_audit_backlog)]
+SettingsDep = Annotated[Settings, Depends(get_app_settings)]
+ProvidersDep = Annotated[ProviderRegistry, Depends(get_providers)]
 CanComplete = require(Scope.complete)
 IsAdmin = require(Scope.admin)

@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from app.error_body import error_body, error_json
 from app.errors import (
@@ -67,6 +68,24 @@ def _unreadable_body(cause: BaseException | None) -> str | None:
     return None
 
 
+_HTTP_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def _allowed_methods(request: Request) -> str | None:
+    """Every method the path answers. Starlette's own `Allow` names only the methods of the
+    first route that matched the path, and FastAPI makes one route per operation; so each
+    method is asked of the router instead (only on a 405, so the few probes cost nothing)."""
+    allowed = [
+        method
+        for method in _HTTP_METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL
+            for route in request.app.router.routes
+        )
+    ]
+    return ", ".join(allowed) or None
+
+
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     """Starlette's own refusals (unknown path, wrong method, unreadable or oversized body)."""
     assert isinstance(exc, HTTPException)
@@ -75,7 +94,8 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     if exc.status_code == 404:
         error = RouteNotFound(message)
     elif exc.status_code == 405:
-        error = MethodNotAllowed(message, allow=(exc.headers or {}).get("Allow"))
+        allow = _allowed_methods(request) or (exc.headers or {}).get("Allow")
+        error = MethodNotAllowed(message, allow=allow)
     elif exc.status_code == 413:
         error = PayloadTooLarge(message)
     elif exc.status_code == 400:

@@ -5,7 +5,8 @@ Routes declare the errors of their own work (`error_responses(404, 409)`); the r
 come from the layers around every route are added here, where those layers are known:
 authentication (401, 403, 503 when the key store cannot be read), the body (400 unreadable,
 413 too large), validation (422 for any operation with parameters or a body) and the last-resort
-handler (500 for any operation).
+handler (500 for any operation). `error.type` is documented as the enum of every type the error
+hierarchy holds; the main response shapes carry examples (app/api/openapi_examples.py).
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ from typing import Any
 from fastapi import FastAPI
 
 from app.api.auth import is_protected
+from app.api.openapi_examples import add_examples
 from app.auth.keys import Scope
+from app.errors import error_types
 from app.schemas import ErrorBody
 
 ERROR_SCHEMA = ErrorBody.__name__
+ERROR_TYPE_SCHEMA = "ErrorType"
 _COMPONENTS = "#/components/schemas/"
 _FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
 _METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
@@ -37,6 +41,36 @@ _WHY: dict[int, str] = {
     503: "A dependency is unavailable: the store, the key store or the provider.",
     500: "internal_error: an unexpected failure; error.request_id finds its log line.",
     504: "upstream_timeout: the provider did not answer in time.",
+}
+
+
+def sse_event(name: str | None, data: dict[str, Any]) -> dict[str, Any]:
+    """One Server-Sent Event as a text/event-stream `schema` describes it (OpenAPI 3.1: the
+    schema is of each event): its `event:` name (None: a data-only event) and its `data:` line,
+    JSON of the given schema."""
+    properties: dict[str, Any] = {
+        "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": data}
+    }
+    if name is None:
+        return {"type": "object", "required": ["data"], "properties": properties}
+    properties["event"] = {"const": name}
+    return {"type": "object", "required": ["event", "data"], "properties": properties}
+
+
+# A streamed completion, one event at a time (OpenAPI 3.1 has `schema` describe each event).
+COMPLETION_EVENTS: dict[str, Any] = {
+    "oneOf": [
+        sse_event(
+            "delta",
+            {
+                "type": "object",
+                "required": ["text"],
+                "properties": {"text": {"type": "string"}},
+            },
+        ),
+        sse_event("envelope", {"$ref": _COMPONENTS + "CompletionEnvelope"}),
+        sse_event("error", {"$ref": _COMPONENTS + ERROR_SCHEMA}),
+    ]
 }
 
 
@@ -72,6 +106,31 @@ def _error_response(status: int) -> dict[str, Any]:
     }
 
 
+def _without_null(parameter: dict[str, Any]) -> None:
+    """An optional header or query parameter is absent, never null: HTTP has no null, and a
+    generator (or fuzzer) reading `anyOf [integer, null]` sends the text `null`."""
+    schema = parameter.get("schema", {})
+    choices = schema.get("anyOf")
+    if not isinstance(choices, list):
+        return
+    kept = [choice for choice in choices if choice != {"type": "null"}]
+    if len(kept) == 1 and len(kept) < len(choices):
+        del schema["anyOf"]
+        schema.update(kept[0])
+
+
+def _enumerate_error_types(schemas: dict[str, Any]) -> None:
+    """`error.type` as an enum of every type the error hierarchy can answer with."""
+    schemas[ERROR_TYPE_SCHEMA] = {
+        "type": "string",
+        "enum": error_types(),
+        "title": ERROR_TYPE_SCHEMA,
+        "description": "Stable code to branch on; one per error class in app/errors.py.",
+    }
+    info = schemas["ErrorInfo"]["properties"]
+    info["type"] = {"$ref": _COMPONENTS + ERROR_TYPE_SCHEMA}
+
+
 def document_errors(spec: dict[str, Any], *, auth: bool) -> dict[str, Any]:
     """Rewrite a generated document in place so that each operation lists every error it can
     answer, each as ErrorBody; a status a route documents with its own model (the readiness
@@ -81,6 +140,8 @@ def document_errors(spec: dict[str, Any], *, auth: bool) -> dict[str, Any]:
             operation = item.get(method)
             if operation is None:
                 continue
+            for parameter in operation.get("parameters", []):
+                _without_null(parameter)
             responses: dict[str, Any] = operation.setdefault("responses", {})
             for added in _refusals(path, operation, auth=auth):
                 responses.setdefault(str(added), _error_response(added))
@@ -96,6 +157,8 @@ def document_errors(spec: dict[str, Any], *, auth: bool) -> dict[str, Any]:
     body = ErrorBody.model_json_schema(ref_template=_COMPONENTS + "{model}")
     schemas.update(body.pop("$defs", {}))
     schemas[ERROR_SCHEMA] = body
+    _enumerate_error_types(schemas)
+    add_examples(schemas)
     return spec
 
 

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from app.api.deps import CanComplete, CatalogDep, RendererDep
 from app.api.errors import error_responses
 from app.catalog import PatternInfo
+from app.errors import InvalidPattern
 from app.schemas import PatternDetail, PatternSummary
 
 router = APIRouter(prefix="/v1/patterns", tags=["patterns"], dependencies=[CanComplete])
@@ -30,11 +31,27 @@ def _summary(pattern: PatternInfo) -> dict[str, object]:
     }
 
 
-@router.get("", operation_id="listPatterns", summary="List the loadable patterns")
+def _listed(entry: PatternInfo | InvalidPattern) -> PatternSummary:
+    if isinstance(entry, InvalidPattern):  # listed with its problems, not silently dropped
+        return PatternSummary(
+            name=entry.name,
+            description="",
+            tags=[],
+            model_hint=None,
+            content_hash=None,
+            valid=False,
+            problems=entry.problems,
+        )
+    return PatternSummary.model_validate(_summary(entry))
+
+
+@router.get(
+    "",
+    operation_id="listPatterns",
+    summary="List every pattern file; one that fails to load has valid: false and its problems",
+)
 async def list_patterns(catalog: CatalogDep) -> PatternList:
-    return PatternList(
-        patterns=[PatternSummary.model_validate(_summary(p)) for p in catalog.loadable()]
-    )
+    return PatternList(patterns=[_listed(entry) for entry in catalog.listing()])
 
 
 @router.get(

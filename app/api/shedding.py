@@ -17,7 +17,7 @@ from app.api.errors import genai_error_response
 from app.errors import Overloaded
 from app.runtime import Runtime
 
-SHED_PATHS = frozenset({"/v1/completions"})
+SHED_PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})  # the completion routes
 
 
 class ShedMiddleware:

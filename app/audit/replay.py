@@ -10,6 +10,7 @@ import structlog
 from app.audit.redaction import Redactor
 from app.audit.trail import redact_prompt
 from app.catalog import PatternCatalog
+from app.catalog.chat import CHAT_BASE_PATH, CHAT_SHA256
 from app.catalog.templates import FALLBACK_SHA256
 from app.errors import GenAIError, JobNotFound, ReplayUnavailable
 from app.metrics import Metrics
@@ -75,6 +76,8 @@ class Replayer:
 
     async def current_source_hash(self, job: StoredJob | SourceUse) -> str | None:
         """The hash of the job's source as last scanned; None if it is gone or no longer loads."""
+        if job.source_kind == "pattern" and job.source_base_path == CHAT_BASE_PATH:
+            return CHAT_SHA256  # the built-in chat source: no file, it ships with the code
         if job.source_kind == "pattern":
             owner = next(
                 (lib for lib in self.patterns.libraries if lib.base_path == job.source_base_path),
@@ -178,11 +181,12 @@ class Replayer:
         if reveal:
             self.metrics.replay_reveals.inc()
             log.warning("replay_revealed", job_id=job.id)
+        stored_prompt_hash = _prompt_hash(job.prompt_redacted.model_dump(exclude_unset=True))
         checks = {
             "pattern_content_hash": (job.pattern_content_hash, await self.current_source_hash(job)),
             "variables_hash": (job.variables_hash, hash_variables(inputs["variables"])),
             "user_prompt_hash": (job.user_prompt_hash, user_prompt_hash(inputs["user_prompt"])),
-            "prompt_redacted": (_prompt_hash(job.prompt_redacted), rebuilt_prompt_hash),
+            "prompt_redacted": (stored_prompt_hash, rebuilt_prompt_hash),
         }
         hashes = {
             name: HashCheck(stored=stored, recomputed=now, matches=stored == now)

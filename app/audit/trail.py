@@ -43,6 +43,7 @@ from app.store.records import JobOutcome, PendingJob
 from app.store.secrets import ReplayVault
 from app.store.tables import Job
 from app.store.writer import AuditWriter
+from app.tracing import span
 
 T = TypeVar("T")
 
@@ -148,8 +149,11 @@ class AuditTrail:
         size = _text_size(
             prompt.system, request.user_prompt, *(message.content for message in prompt.messages)
         )
-        pending = (await _off_loop(build, size)).made_storable()
-        durable = self.writer.insert(pending)
+        # Redacting and queueing the pending record; waiting for it to be durable is `confirm`.
+        attributes = {"genai.job_id": job_id, "genai.audit.mode": self.mode}
+        with span("genai.audit.insert", attributes=attributes):
+            pending = (await _off_loop(build, size)).made_storable()
+            durable = self.writer.insert(pending)
         durable.add_done_callback(_observe)
         job = OpenJob(job_id, pending.redaction_map, pending.escaped_fields or (), durable)
         if self.mode == "before-call":
@@ -171,7 +175,8 @@ class AuditTrail:
         if job.durable is None or (job.durable.done() and job.durable.exception() is None):
             return
         try:
-            await asyncio.shield(job.durable)
+            with span("genai.audit.confirm", attributes={"genai.job_id": job.id}):
+                await asyncio.shield(job.durable)
         except StoreUnavailable as exc:  # the cause stays attached for the operator's log line
             if self.mode == "before-call":
                 message = (
@@ -413,6 +418,14 @@ class AuditTrail:
         if job is None:
             raise JobNotFound(job_id)
         return job.record()
+
+    async def recent(
+        self, *, limit: int, status: str | None = None, source_name: str | None = None
+    ) -> list[JobRecord]:
+        """The newest jobs, newest first (queued writes first, so none is missing)."""
+        await self.writer.catch_up()
+        jobs = await self.jobs.recent(limit=limit, status=status, source_name=source_name)
+        return [job.record() for job in jobs]
 
     async def interrupt_stale(self, *, older_than_seconds: float) -> int:
         """Marks `interrupted` the pending records no live process can still complete.

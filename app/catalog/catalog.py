@@ -73,6 +73,19 @@ class PatternCatalog:
                 continue
         return found
 
+    def listing(self) -> list[PatternInfo | InvalidPattern]:
+        """Every pattern file, each name once: its info, or why it is known to be broken.
+
+        Like `loadable()`, nothing is compiled: a body's problem shows once it has been compiled
+        (a render, `GET /v1/patterns/{name}`, `genai patterns validate`)."""
+        found: list[PatternInfo | InvalidPattern] = []
+        for name in self.names():
+            try:
+                found.append(self.info(name))
+            except InvalidPattern as problem:
+                found.append(problem)
+        return found
+
     def problems(self) -> dict[str, InvalidPattern]:
         """Problems known so far (a body counts once compiled), for the root owning each name."""
         found: dict[str, InvalidPattern] = {}

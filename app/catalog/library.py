@@ -159,6 +159,10 @@ class PatternLibrary:
             relative = path.relative_to(self._root)
             if relative.parts[0] in RESERVED_DIRS or not path.is_file():
                 continue
+            # Hidden folders and files are never patterns: a mounted Kubernetes ConfigMap keeps
+            # a second copy of every file under `..<timestamp>/`.
+            if any(part.startswith(".") for part in relative.parts):
+                continue
             found.append((relative.with_suffix("").as_posix(), path))
         return found
 

@@ -1,6 +1,6 @@
 """A pattern file: YAML front-matter, then a Jinja2 body.
 
-A single-template body renders into the system prompt (V1). A chat pattern splits its body with
+A body without role markers renders into the system prompt. A chat pattern splits its body with
 marker lines `=== system ===`, `=== user ===`, `=== assistant ===` into messages (few-shot
 examples); text before the first marker is the system part. Each section is its own template,
 so a variable's value can never forge a role marker.

@@ -1,4 +1,4 @@
-"""SourceResolver: the pattern file, database template or fallback a request names, rendered.
+"""SourceResolver: the pattern file, database template, fallback or built-in chat, rendered.
 
 Every render runs on the bounded TemplateRenderer, never on the event loop. Template versions
 come through the small `TemplateVersions` protocol, so the catalog does not depend on the store.
@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import structlog
 
 from app.catalog.catalog import PatternCatalog
+from app.catalog.chat import CHAT_SOURCE, chat_source
 from app.catalog.renderer import TemplateRenderer
 from app.catalog.source import DATABASE_BASE_PATH, RenderedSource
 from app.catalog.templates import FALLBACK_SHA256, render_fallback, render_template_version
@@ -46,6 +47,8 @@ class SourceResolver:
         self._on_fallback = on_fallback  # counts fallbacks per role (a metric), told the role
 
     async def resolve(self, request: RenderRequest) -> RenderedSource:
+        if request.pattern_key == CHAT_SOURCE:  # built in, so answered before any pattern file
+            return chat_source(request.variables, request.user_prompt)
         if request.pattern_key is not None:
             return await self.pattern(request.pattern_key, request.variables, request.user_prompt)
         assert request.template is not None  # RenderRequest guarantees exactly one source

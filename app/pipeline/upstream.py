@@ -34,6 +34,7 @@ from app.errors import (
     UpstreamTimeout,
 )
 from app.limits import GLOBAL_LIMIT
+from app.metrics import Metrics
 from app.pipeline.prepare import Prepared, PromptPreparer
 from app.prompts.repair import Answer, RepairLoop
 from app.prompts.structured import Attempt
@@ -41,6 +42,7 @@ from app.providers import ProviderCall, ProviderRegistry, ProviderReply
 from app.providers.base import StreamEvent
 from app.providers.retry import RetryPolicy
 from app.schemas import CallAttempt, Message
+from app.tracing import AttributeValue, Span, begin_span, span
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
@@ -102,6 +104,28 @@ def _loop_time(monotonic_at: float) -> float:
 
 def _elapsed_ms(since: float) -> float:
     return round((time.perf_counter() - since) * 1000, 2)
+
+
+def _chat_span(prepared: Prepared) -> tuple[str, dict[str, AttributeValue | None]]:
+    """A provider call's span name and attributes (OpenTelemetry GenAI conventions).
+    `gen_ai.system` is the deprecated name of `gen_ai.provider.name`, kept for older backends."""
+    choice, params = prepared.choice, prepared.params
+    return f"chat {choice.name}", {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": choice.provider,
+        "gen_ai.system": choice.provider,
+        "gen_ai.request.model": choice.name,
+        "gen_ai.request.max_tokens": params.max_tokens,
+        "gen_ai.request.temperature": params.temperature,
+    }
+
+
+def _trace_reply(traced: Span, prepared: Prepared, reply: ProviderReply) -> None:
+    # The adapters report no model name of their own: the one called answered.
+    traced.set("gen_ai.response.model", prepared.choice.name)
+    traced.set("gen_ai.usage.input_tokens", reply.usage.input_tokens)
+    traced.set("gen_ai.usage.output_tokens", reply.usage.output_tokens)
+    traced.set("gen_ai.response.finish_reasons", [reply.finish_reason])
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +190,7 @@ class UpstreamRun:
         failure: GenAIError | None = None
         async with self.deadline.guard():
             for prepared in self.candidates():
+                self._count_fallback(prepared)
                 self.current = prepared
                 loop = self.upstream.repair_loop(prepared)
                 try:
@@ -189,6 +214,7 @@ class UpstreamRun:
         failure: GenAIError | None = None
         async with self.deadline.guard():
             for prepared in self.candidates():
+                self._count_fallback(prepared)
                 self.current = prepared
                 try:
                     # Until its first text a stream is retried like any call.
@@ -205,6 +231,12 @@ class UpstreamRun:
         assert failure is not None
         raise failure
 
+    def _count_fallback(self, candidate: Prepared) -> None:
+        """A candidate after the first is a fallback taken from the model tried before it."""
+        metrics = self.upstream.metrics
+        if self.current is not None and metrics is not None:
+            metrics.fallbacks.labels(self.current.choice.model, candidate.choice.model).inc()
+
     async def _first_event(self, prepared: Prepared, timeouts: StreamTimeouts) -> OpenStream:
         provider = self.upstream.providers.get(prepared.choice.provider)
         call = self.upstream.provider_call(prepared, tuple(prepared.prompt.messages))
@@ -212,6 +244,8 @@ class UpstreamRun:
         started = time.perf_counter()
         await slot.__aenter__()
         stream = provider.stream(call)
+        span_name, span_attributes = _chat_span(prepared)
+        traced = begin_span(span_name, kind="client", attributes=span_attributes)
         released = False
 
         async def close(error: BaseException | None = None) -> None:
@@ -224,12 +258,14 @@ class UpstreamRun:
                 with contextlib.suppress(Exception):
                     await stream.aclose()
             finally:
+                traced.end()
                 await slot.__aexit__(None, None, None)
 
         try:
             async with asyncio.timeout(timeouts.first_token_seconds):
                 first = await anext(stream)
         except TimeoutError:
+            traced.fail(UpstreamTimeout.error_type)
             await close()
             error = UpstreamTimeout(
                 f"{prepared.choice.provider} sent no text within "
@@ -239,6 +275,7 @@ class UpstreamRun:
             self._record(prepared, started, error)
             raise error from None
         except ProviderError as exc:
+            traced.fail(exc.error_type)
             await close()
             self._record(prepared, started, exc)
             raise
@@ -267,10 +304,12 @@ class UpstreamRun:
                         # Recorded before it is handed on: the reader stops at the answer.
                         finished = True
                         self._record(prepared, started, None)
+                        _trace_reply(traced, prepared, event)
                     yield event
                     if finished:
                         return
             except ProviderError as exc:
+                traced.fail(exc.error_type)
                 self._record(prepared, started, exc)
                 raise
             except (asyncio.CancelledError, GeneratorExit):
@@ -282,6 +321,7 @@ class UpstreamRun:
 
         if isinstance(first, ProviderReply):  # an answer without a single delta
             self._record(prepared, started, None)
+            _trace_reply(traced, prepared, first)
             await close()
 
         events = rest()
@@ -296,16 +336,20 @@ class UpstreamRun:
         async def attempt(messages: tuple[Message, ...]) -> ProviderReply:
             call = self.upstream.provider_call(prepared, messages)
             started = time.perf_counter()
-            try:
-                async with self.upstream.slot(prepared.choice.provider):
-                    reply = await provider.complete(call)
-            except ProviderError as exc:
-                self._record(prepared, started, exc)
-                raise
-            except asyncio.CancelledError:
-                self._record(prepared, started, None, cancelled=True)
-                raise
-            self._record(prepared, started, None)
+            span_name, span_attributes = _chat_span(prepared)
+            with span(span_name, kind="client", attributes=span_attributes) as traced:
+                try:
+                    async with self.upstream.slot(prepared.choice.provider):
+                        reply = await provider.complete(call)
+                except ProviderError as exc:
+                    traced.fail(exc.error_type)
+                    self._record(prepared, started, exc)
+                    raise
+                except asyncio.CancelledError:
+                    self._record(prepared, started, None, cancelled=True)
+                    raise
+                self._record(prepared, started, None)
+                _trace_reply(traced, prepared, reply)
             return reply
 
         async def call(messages: tuple[Message, ...]) -> ProviderReply:
@@ -345,12 +389,14 @@ class Upstream:
         retry: RetryPolicy,
         structured_max_attempts: int,
         slot: ProviderSlot | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.preparer = preparer
         self.providers = providers
         self.retry = retry
         self.structured_max_attempts = structured_max_attempts
         self.slot: ProviderSlot = slot or _no_limit
+        self.metrics = metrics  # counts the fallbacks taken
 
     def run(self, prepared: Prepared, deadline: Deadline) -> UpstreamRun:
         return UpstreamRun(self, prepared, deadline)

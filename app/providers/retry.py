@@ -16,14 +16,16 @@ from tenacity.wait import wait_random_exponential
 
 from app.config import UpstreamSettings
 from app.errors import ProviderError, UpstreamError, UpstreamRateLimited
+from app.metrics import Metrics
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
 
 
 class RetryPolicy:
-    def __init__(self, settings: UpstreamSettings) -> None:
+    def __init__(self, settings: UpstreamSettings, *, metrics: Metrics | None = None) -> None:
         self.settings = settings
+        self._metrics = metrics
         self._backoff = wait_random_exponential(
             multiplier=settings.backoff_initial_seconds, max=settings.backoff_max_seconds
         )
@@ -44,12 +46,15 @@ class RetryPolicy:
 
     def _log_retry(self, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
+        error_type = getattr(exc, "error_type", type(exc).__name__)
         log.warning(
             "upstream_retry",
             attempt=state.attempt_number,
-            error_type=getattr(exc, "error_type", type(exc).__name__),
+            error_type=error_type,
             wait_seconds=round(state.upcoming_sleep, 3),
         )
+        if self._metrics is not None:  # only ProviderErrors are retried: they name the provider
+            self._metrics.retries.labels(getattr(exc, "provider", "unknown"), error_type).inc()
 
     async def run(self, call: Callable[[], Awaitable[T]]) -> T:
         """Call `call` until it succeeds, fails for good, or attempts run out (then re-raise)."""

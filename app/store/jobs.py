@@ -98,6 +98,19 @@ class JobRepository:
             return None if row is None else _stored(row)
 
     @store_seam
+    async def recent(
+        self, *, limit: int, status: str | None = None, source_name: str | None = None
+    ) -> list[StoredJob]:
+        """The newest `limit` jobs, newest first, optionally of one status or one source."""
+        query = select(Job).order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)
+        if status is not None:
+            query = query.where(Job.status == status)
+        if source_name is not None:
+            query = query.where(Job.source_name == source_name)
+        async with self._sessions() as session:
+            return [_stored(row) for row in (await session.scalars(query))]
+
+    @store_seam
     async def sources(self, limit: int) -> list[SourceUse]:
         """Each distinct source seen in the newest `limit` jobs, with how many of them used it."""
         recent = select(Job).order_by(Job.created_at.desc()).limit(limit).subquery()

@@ -1,0 +1,79 @@
+"""Schemathesis checks for this service, loaded by `st run` as its hooks module.
+
+They replace two built-in checks that are too coarse for a gateway:
+- `not_a_server_error` fails every 5xx, yet a caller that asks for a 2 ms deadline
+  (`x-genai-deadline-ms`) is rightly answered 504 deadline_exceeded;
+- `positive_data_acceptance` fails every 4xx, yet the service has rules no schema can state
+  (a template must use exactly the variables it declares, a pattern needs its variables).
+What must never happen is a 500 or a schema-valid request refused by validation itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import schemathesis
+
+# Checks take a case of any operation.
+Case = schemathesis.Case[schemathesis.APIOperation[Any, Any, Any, Any]]
+
+DEADLINE_HEADER = "x-genai-deadline-ms"
+# The error types that mean "the body or parameters do not fit the shape": only the document
+# can be wrong when a request it calls valid gets one of them.
+SHAPE_REFUSALS = frozenset({"invalid_request", "bad_request"})
+
+
+def _error_type(response: schemathesis.Response) -> str | None:
+    try:
+        body: Any = response.json()
+    except ValueError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _breaks_identifier_rule(case: Case) -> bool:
+    """PUT /v1/snippets/{identifier} wants the body's identifier to equal the path's: a rule
+    across two locations that no schema states, so a case breaking it is rightly refused."""
+    operation = case.operation
+    if (operation.method.upper(), operation.path) != ("PUT", "/v1/snippets/{identifier}"):
+        return False
+    body = case.body if isinstance(case.body, dict) else {}
+    return bool(body.get("identifier") != case.path_parameters.get("identifier"))
+
+
+@schemathesis.check
+def no_server_error(
+    ctx: schemathesis.CheckContext, response: schemathesis.Response, case: Case
+) -> bool | None:
+    """No 5xx, except the 504 a caller's own deadline header asked for."""
+    if response.status_code < 500:
+        return None
+    headers = {name.lower() for name in (case.headers or {})}
+    asked_deadline = DEADLINE_HEADER in headers
+    if (
+        response.status_code == 504
+        and asked_deadline
+        and _error_type(response) == "deadline_exceeded"
+    ):
+        return None
+    raise AssertionError(
+        f"Server error {response.status_code} ({_error_type(response)}): {response.text[:500]}"
+    )
+
+
+@schemathesis.check
+def schema_valid_passes_validation(
+    ctx: schemathesis.CheckContext, response: schemathesis.Response, case: Case
+) -> bool | None:
+    """A request the document calls valid is never refused as malformed (422 invalid_request,
+    400 bad_request): the document and the validators state the same rules."""
+    if case.meta is None or not case.meta.generation.mode.is_positive:
+        return None
+    if _breaks_identifier_rule(case):
+        return None
+    kind = _error_type(response)
+    if response.status_code in (400, 422) and kind in SHAPE_REFUSALS:
+        raise AssertionError(f"A schema-valid request was refused as {kind}: {response.text[:500]}")
+    return None
