@@ -446,8 +446,8 @@ def test_cli_templates_create_refuses_a_hostile_template(
     path.write_text(body, encoding="utf-8")
     result = run("templates", "create", "probe", "writer", "--file", str(path))
     assert result.exit_code == 1
-    body = result.stderr[result.stderr.index('{\n  "error"') :]  # after any log lines
-    assert json.loads(body)["error"]["type"] == error_type
+    error = result.stderr.strip().splitlines()[-1]  # one line of JSON, after any log lines
+    assert json.loads(error)["error"]["type"] == error_type
     assert run("templates", "list").stdout == ""
 
 
