@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import orjson
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ValidationError
-from starlette.types import Send
 
 from app.api.chat_schemas import (
     UNSUPPORTED,
@@ -248,26 +247,6 @@ class _Chunks:
         return frames
 
 
-class ChatEventStream(EventStreamResponse):
-    """The completion stream's relay and disconnect handling, with OpenAI's framing."""
-
-    def __init__(
-        self, events: AsyncGenerator[StreamOutput, None], *, chunks: _Chunks, request_id: str
-    ) -> None:
-        super().__init__(events, request_id=request_id)
-        self._chunks = chunks
-
-    async def _relay(self, send: Send) -> None:
-        try:
-            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            async for event in self.events:
-                for frame in self._chunks.frames(event):
-                    await send({"type": "http.response.body", "body": frame, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        finally:
-            await self.events.aclose()
-
-
 @router.post(
     "/chat/completions",
     operation_id="createChatCompletion",
@@ -306,7 +285,7 @@ async def create_chat_completion(
         chunks = _Chunks(
             request_id=request_id, created=created, model=body.model, usage=include_usage
         )
-        return ChatEventStream(events, chunks=chunks, request_id=request_id)
+        return EventStreamResponse(events, request_id=request_id, frames=chunks.frames)
     envelope = await cancel_on_disconnect(
         request,
         service.complete(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable, Iterable
 
 import orjson
 from starlette.responses import Response
@@ -39,6 +39,10 @@ def encode(event: StreamOutput, *, request_id: str | None) -> bytes:
     return b"event: " + name + b"\ndata: " + data + b"\n\n"
 
 
+Frames = Callable[[StreamOutput], Iterable[bytes]]
+"""How one of the service's events is written on the wire (the gateway's or OpenAI's framing)."""
+
+
 class EventStreamResponse(Response):
     """A Response (so FastAPI sends it as is) whose body is relayed as the events arrive."""
 
@@ -49,10 +53,11 @@ class EventStreamResponse(Response):
         events: AsyncGenerator[StreamOutput, None],
         *,
         request_id: str | None,
+        frames: Frames | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
         self.events = events
-        self.request_id = request_id
+        self.frames: Frames = frames or (lambda event: (encode(event, request_id=request_id),))
         self.status_code = 200
         self.background = None
         self.raw_headers = [*HEADERS] + [
@@ -86,8 +91,8 @@ class EventStreamResponse(Response):
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             async for event in self.events:
-                frame = encode(event, request_id=self.request_id)
-                await send({"type": "http.response.body", "body": frame, "more_body": True})
+                for frame in self.frames(event):
+                    await send({"type": "http.response.body", "body": frame, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             await self.events.aclose()
