@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from typing import Literal
 
 import structlog
 
@@ -34,6 +35,7 @@ from app.providers import ProviderReply
 from app.providers.base import TextDelta
 from app.routing.prices import PriceTable
 from app.schemas import (
+    CallAttempt,
     CompletionEnvelope,
     CompletionResponse,
     FieldProblem,
@@ -57,6 +59,44 @@ async def _replayed(envelope: CompletionEnvelope) -> AsyncGenerator[StreamOutput
     """A cached answer as a stream: its whole text as one delta, then the envelope."""
     yield StreamDelta(envelope.response.text)
     yield envelope
+
+
+def _cached(key: str | None) -> Literal["miss", "off"]:
+    """What an answer that made a provider call says of the cache."""
+    return "off" if key is None else "miss"
+
+
+def _envelope(
+    job: OpenJob,
+    request_id: str | None,
+    answered: Answered,
+    *,
+    attempts: Sequence[CallAttempt],
+    cost: float | None,
+    cache: Literal["hit", "miss", "off"],
+) -> CompletionEnvelope:
+    """The one envelope, for an answer from the provider and one from the cache alike."""
+    prepared, answer = answered.prepared, answered.answer
+    return CompletionEnvelope(
+        job_id=job.id,
+        request_id=request_id,
+        prompt=prepared.prompt,
+        params=prepared.params,
+        response=CompletionResponse(
+            text=answer.reply.text,
+            provider=prepared.choice.provider,
+            model=prepared.choice.name,
+            finish_reason=answer.reply.finish_reason,
+            usage=answer.reply.usage,  # on a hit, the original call's: this request made none
+            cost_usd=cost,
+        ),
+        model_choice=prepared.choice,
+        provenance=prepared.provenance,
+        parsed=answer.parsed,
+        validation=answer.outcome,
+        attempts=list(attempts),
+        cache=cache,
+    )
 
 
 def _elapsed_ms(since: float) -> float:
@@ -174,7 +214,9 @@ class GenAIService:
                 self._cancelled(job, started, run)
                 raise
             cost = await self._completed(job, run, answered, started, upstream_ms)
-            envelope = self._envelope(job, request_id, run, answered, key, cost)
+            envelope = _envelope(
+                job, request_id, answered, attempts=run.attempts, cost=cost, cache=_cached(key)
+            )
             await self._remember(key, envelope)
             return envelope
 
@@ -270,7 +312,9 @@ class GenAIService:
                 raise
             answered = Answered(opened.prepared, Answer(reply))
             cost = await self._completed(job, run, answered, started, upstream_ms, streamed=True)
-            envelope = self._envelope(job, request_id, run, answered, key, cost)
+            envelope = _envelope(
+                job, request_id, answered, attempts=run.attempts, cost=cost, cache=_cached(key)
+            )
             await self._remember(key, envelope)
             yield envelope
         finally:
@@ -399,55 +443,8 @@ class GenAIService:
             status="cached",
         )
         self._metrics.completions.labels(prepared.choice.provider, "cached").inc()
-        return CompletionEnvelope(
-            job_id=job.id,
-            request_id=request_id,
-            prompt=prepared.prompt,
-            params=prepared.params,
-            response=CompletionResponse(
-                text=hit.text,
-                provider=hit.provider,
-                model=hit.model,
-                finish_reason=hit.finish_reason,
-                usage=hit.usage,  # the original call's; this request made none
-                cost_usd=0.0,
-            ),
-            model_choice=prepared.choice,
-            provenance=prepared.provenance,
-            parsed=hit.parsed,
-            validation=hit.validation,
-            attempts=[],
-            cache="hit",
-        )
-
-    @staticmethod
-    def _envelope(
-        job: OpenJob,
-        request_id: str | None,
-        run: UpstreamRun,
-        answered: Answered,
-        key: str | None,
-        cost: float | None,
-    ) -> CompletionEnvelope:
-        prepared: Prepared = answered.prepared
-        answer = answered.answer
-        return CompletionEnvelope(
-            job_id=job.id,
-            request_id=request_id,
-            prompt=prepared.prompt,
-            params=prepared.params,
-            response=CompletionResponse(
-                text=answer.reply.text,
-                provider=prepared.choice.provider,
-                model=prepared.choice.name,
-                finish_reason=answer.reply.finish_reason,
-                usage=answer.reply.usage,
-                cost_usd=cost,
-            ),
-            model_choice=prepared.choice,
-            provenance=prepared.provenance,
-            parsed=answer.parsed,
-            validation=answer.outcome,
-            attempts=list(run.attempts),
-            cache="off" if key is None else "miss",
+        # A fallback's answer is never cached, so the hit is the chosen model's own answer.
+        answer = Answer(reply, hit.parsed, hit.validation)
+        return _envelope(
+            job, request_id, Answered(prepared, answer), attempts=[], cost=0.0, cache="hit"
         )
