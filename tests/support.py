@@ -52,6 +52,30 @@ def settings_for(fake: FakeProviderServer | None, **overrides: Any) -> Settings:
     return Settings(_env_file=None, **{**base, **overrides})
 
 
+def completion_scope(body: bytes, authorization: str) -> dict[str, Any]:
+    """The ASGI scope of `POST /v1/completions`, for tests that drive the app message by message
+    (to disconnect at a chosen moment)."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/completions",
+        "raw_path": b"/v1/completions",
+        "query_string": b"",
+        "root_path": "",
+        "client": ("127.0.0.1", 5000),
+        "server": ("gateway.test", 80),
+        "headers": [
+            (b"host", b"gateway.test"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"authorization", authorization.encode()),
+        ],
+    }
+
+
 @contextlib.asynccontextmanager
 async def running_app(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
     """The real app, lifespan included, and a client reaching it through an ASGI transport.

@@ -27,7 +27,7 @@ from app.store.db import Database
 from app.store.jobs import JobRepository
 from app.store.writer import AuditWriter
 from tests.fakes.provider_server import FakeProviderServer, Reply
-from tests.support import running_app, serve_app, settings_for
+from tests.support import completion_scope, running_app, serve_app, settings_for
 
 NOTE = """---
 description: Write a short note.
@@ -181,25 +181,7 @@ async def test_a_client_that_disconnects_leaves_a_cancelled_record(
         body = json.dumps(NOTE_REQUEST).encode()
         inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         inbox.put_nowait({"type": "http.request", "body": body, "more_body": False})
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": "/v1/completions",
-            "raw_path": b"/v1/completions",
-            "query_string": b"",
-            "root_path": "",
-            "client": ("127.0.0.1", 5000),
-            "server": ("gateway.test", 80),
-            "headers": [
-                (b"host", b"gateway.test"),
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"authorization", http.headers["authorization"].encode()),
-            ],
-        }
+        scope = completion_scope(body, http.headers["authorization"])
         sent: list[Message] = []
 
         async def send(message: Message) -> None:

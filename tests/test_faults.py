@@ -24,7 +24,7 @@ from starlette.types import Message
 
 from app.config import LimitSettings, OpenAISettings, Settings, UpstreamSettings
 from tests.fakes.provider_server import FakeProviderServer, Reply
-from tests.support import OPENAI_KEY, running_app, settings_for
+from tests.support import OPENAI_KEY, completion_scope, running_app, settings_for
 
 FIRST = ("openai", "gpt-4o-mini")
 SECOND = ("anthropic", "claude-haiku-4-5")
@@ -544,25 +544,7 @@ async def test_a_client_that_leaves_mid_stream_cancels_the_call_and_the_record_s
             if b"event: delta" in message.get("body", b""):
                 first_delta.set()
 
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": "/v1/completions",
-            "raw_path": b"/v1/completions",
-            "query_string": b"",
-            "root_path": "",
-            "client": ("127.0.0.1", 5000),
-            "server": ("gateway.test", 80),
-            "headers": [
-                (b"host", b"gateway.test"),
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"authorization", http.headers["authorization"].encode()),
-            ],
-        }
+        scope = completion_scope(body, http.headers["authorization"])
         request = asyncio.create_task(app(scope, inbox.get, send))
         await asyncio.wait_for(first_delta.wait(), 5)
         inbox.put_nowait({"type": "http.disconnect"})
