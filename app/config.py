@@ -223,12 +223,24 @@ class Settings(BaseSettings):
         default_factory=dict,
         description="The config file's per-task models: pattern name or tag → provider/model.",
     )
+    model_aliases: dict[str, str] = Field(
+        default_factory=dict,
+        description="Bare model ids → a provider or a `provider/model`, over the shipped "
+        'name families (gpt-* → openai, claude-* → anthropic, llama* → ollama…): {"fast": '
+        '"openai/gpt-4o-mini", "mistral-*": "vllm"}. Keys may be shell-style patterns.',
+    )
     fallbacks: dict[str, list[str]] = Field(
         default_factory=dict,
         description="Fallback chains: a model, or a task (pattern name or tag) → the models "
         "tried in order when it fails for a reason worth retrying elsewhere.",
     )
-    default_max_tokens: int = Field(default=1024, ge=1)
+    default_max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="A cap on every answer's length, under patterns' and requests' own. Unset, "
+        "none is sent, except to Anthropic, whose API needs one: the model's output limit "
+        "from the capabilities file.",
+    )
     capabilities_file: Path | None = Field(
         default=None, description="Extra capability data layered over the shipped file."
     )
@@ -307,6 +319,11 @@ class Settings(BaseSettings):
     render_workers: int = Field(
         default=4, ge=1, le=64, description="Threads that compile and render templates."
     )
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated origins a browser may call the API from (e.g. "
+        "https://app.example.com, or * for any); empty: no CORS headers at all.",
+    )
     max_body_bytes: int = Field(
         default=4 * 1024 * 1024, ge=1024, description="Larger request bodies get 413 unread."
     )
@@ -352,7 +369,7 @@ class Settings(BaseSettings):
             return [Path(part) for part in str(value).split(os.pathsep) if part]
         return value
 
-    @field_validator("capable_fallback_models", mode="before")
+    @field_validator("capable_fallback_models", "cors_origins", mode="before")
     @classmethod
     def _split_commas(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -30,7 +30,8 @@
     │   ├── SnippetExists              409 snippet_exists
     │   ├── MissingSnippets            422 missing_snippets     (labels the pattern expects)
     │   ├── InvalidSnippetLabels       422 invalid_snippet_labels (labels must be UPPER_SNAKE)
-    │   ├── InvalidConversation        422 invalid_conversation (chat messages not ending with user)
+    │   ├── InvalidConversation        422 invalid_conversation (parts that do not fit together)
+    │   ├── UnsupportedParameter       422 unsupported_parameter (would change the answer; cannot)
     │   └── CapabilityMissing          422 capability_missing   (the model cannot do what is asked)
     ├── StoreUnavailable               503 store_unavailable    (no audit record can be written)
     ├── Overloaded                     503 overloaded           (limits and queue full)
@@ -357,10 +358,48 @@ class InvalidSnippetLabels(RequestProblem):
 
 
 class InvalidConversation(RequestProblem):
-    """Chat messages that are each well formed but cannot be answered as a conversation."""
+    """A conversation whose parts are each well formed but do not fit together (a tool result
+    answering no call, arguments that are not JSON, a tool schema that is not one); `param`
+    names the field, as the chat doors' clients expect."""
 
     status_code = 422
     error_type = "invalid_conversation"
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+    def details(self) -> dict[str, Any]:
+        return {"param": self.param} if self.param else {}
+
+
+class UnsupportedParameter(RequestProblem):
+    """A parameter that would change the answer and that the gateway or the chosen provider
+    cannot honour: refused, never dropped."""
+
+    status_code = 422
+    error_type = "unsupported_parameter"
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(f"`{param}`: {message}")
+        self.param = param
+
+    def details(self) -> dict[str, Any]:
+        return {"param": self.param}
+
+
+class Shortfall(str):
+    """One thing a model lacks, in words for a person; `kind` says which (a capability such as
+    `tools`, `context`, `output_limit`, `param`) and `param` the request field behind it, so a
+    door can name the field as its clients expect."""
+
+    kind: str
+    param: str | None
+
+    def __new__(cls, text: str, *, kind: str, param: str | None = None) -> Self:
+        made = super().__new__(cls, text)
+        made.kind, made.param = kind, param
+        return made
 
 
 class CapabilityMissing(RequestProblem):
@@ -373,7 +412,8 @@ class CapabilityMissing(RequestProblem):
             "Choose a capable model or configure GENAI_CAPABLE_FALLBACK_MODELS."
         )
         self.model = model
-        self.missing = list(missing)
+        self.missing = [str(item) for item in missing]
+        self.shortfalls = [item for item in missing if isinstance(item, Shortfall)]
 
     def details(self) -> dict[str, Any]:
         return {"model": self.model, "missing": self.missing}
@@ -429,17 +469,21 @@ class ProviderError(GenAIError):
         provider: str,
         upstream_status: int | None = None,
         upstream_request_id: str | None = None,
+        upstream_code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.provider = provider
         self.upstream_status = upstream_status
         self.upstream_request_id = upstream_request_id
+        # The provider's own machine-readable code (OpenAI's `error.code`), when it gave one.
+        self.upstream_code = upstream_code
 
     def details(self) -> dict[str, Any]:
         found = {
             "provider": self.provider,
             "upstream_status": self.upstream_status,
             "upstream_request_id": self.upstream_request_id,
+            "upstream_code": self.upstream_code,
         }
         return {key: value for key, value in found.items() if value is not None}
 

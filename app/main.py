@@ -9,9 +9,20 @@ from collections.abc import AsyncIterator
 import structlog
 from fastapi import FastAPI
 from sqlalchemy.exc import SQLAlchemyError
+from starlette.middleware.cors import CORSMiddleware
 
 from app import __version__
-from app.api import chat, completions, health, jobs, keys, patterns, snippets, templates
+from app.api import (
+    chat,
+    completions,
+    health,
+    jobs,
+    keys,
+    messages,
+    patterns,
+    snippets,
+    templates,
+)
 from app.api.auth import AuthMiddleware
 from app.api.errors import install_error_handlers
 from app.api.limits import BodyLimitMiddleware
@@ -31,6 +42,14 @@ from app.tracing import configure_tracing, shutdown_tracing
 
 log = structlog.get_logger(__name__)
 _KEY_USE_SECONDS = 30.0
+# What a browser client may read of an answer besides the basics.
+EXPOSED_HEADERS = [
+    "x-request-id",
+    "x-genai-overhead-ms",
+    "retry-after",
+    "x-genai-ignored-params",
+    "x-genai-dropped-params",
+]
 
 
 async def _save_key_use(authenticator: Authenticator, every: float) -> None:
@@ -143,6 +162,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "name": "openai-compatible",
                 "description": "OpenAI Chat Completions and model list, for OpenAI SDKs.",
             },
+            {
+                "name": "anthropic-compatible",
+                "description": "Anthropic Messages and token counting, for Anthropic SDKs.",
+            },
         ],
     )
     app.auth_enabled = not settings.auth_disabled  # documents 401/403 only when they happen
@@ -154,6 +177,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Outside authentication: a request that would be shed costs as little as possible.
     app.add_middleware(ShedMiddleware)
     app.add_middleware(RequestContextMiddleware, metrics=lambda: _metrics_of(app))
-    for module in (completions, chat, patterns, templates, snippets, jobs, keys, health):
+    if settings.cors_origins:
+        # Outermost: a browser's preflight carries no key, so it must not reach authentication.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "PUT", "DELETE"],
+            allow_headers=["*"],
+            expose_headers=EXPOSED_HEADERS,
+            max_age=600,
+        )
+    for module in (completions, chat, messages, patterns, templates, snippets, jobs, keys, health):
         app.include_router(module.router)
     return app

@@ -101,7 +101,7 @@ async def build_runtime(settings: Settings) -> Runtime:
         policy=policy,
         capabilities=capabilities,
         default_params=default_params,
-        supported_params=ProviderRegistry.supported_params,
+        describe=ProviderRegistry.descriptor,
     )
     if unservable:
         raise ConfigurationProblems(unservable)
@@ -159,7 +159,7 @@ async def build_runtime(settings: Settings) -> Runtime:
         policy=policy,
         capabilities=capabilities,
         assembler=PromptAssembler(default_registry(), settings.task_instructions),
-        supported_params=providers.supported_params,
+        describe=providers.descriptor,
         default_params=default_params,
         fallback_chains=settings.fallbacks,
     )

@@ -19,7 +19,13 @@ import structlog
 
 from app.audit.trail import AuditTrail, OpenJob
 from app.cache import CachedAnswer, ResponseCache, cache_key
-from app.errors import GenAIError, InvalidRequest, MissingVariables, VariableContractViolation
+from app.errors import (
+    GenAIError,
+    InvalidRequest,
+    MissingVariables,
+    UnsupportedParameter,
+    VariableContractViolation,
+)
 from app.metrics import Metrics, request_facts
 from app.pipeline.prepare import Prepared, PromptPreparer
 from app.pipeline.upstream import (
@@ -32,7 +38,7 @@ from app.pipeline.upstream import (
 )
 from app.prompts.repair import Answer
 from app.providers import ProviderReply
-from app.providers.base import TextDelta
+from app.providers.base import CountsTokens, ReasoningDelta, TextDelta, ToolCallDelta
 from app.routing.prices import PriceTable
 from app.schemas import (
     CallAttempt,
@@ -56,8 +62,17 @@ async def _no_limit() -> AsyncIterator[None]:
 
 
 async def _replayed(envelope: CompletionEnvelope) -> AsyncGenerator[StreamOutput, None]:
-    """A cached answer as a stream: its whole text as one delta, then the envelope."""
-    yield StreamDelta(envelope.response.text)
+    """A cached answer as a stream: its reasoning, its whole text as one delta and each tool
+    call whole, then the envelope."""
+    response = envelope.response
+    for index, block in enumerate(response.reasoning):
+        yield ReasoningDelta(
+            index, text=block.thinking or "", signature=block.signature or "", redacted=block.data
+        )
+    if response.text:
+        yield StreamDelta(response.text)
+    for index, call in enumerate(response.tool_calls):
+        yield ToolCallDelta(index, call.arguments, call.id, call.name)
     yield envelope
 
 
@@ -89,6 +104,8 @@ def _envelope(
             finish_reason=answer.reply.finish_reason,
             usage=answer.reply.usage,  # on a hit, the original call's: this request made none
             cost_usd=cost,
+            tool_calls=list(answer.reply.tool_calls),
+            reasoning=list(answer.reply.reasoning),
         ),
         model_choice=prepared.choice,
         provenance=prepared.provenance,
@@ -97,6 +114,11 @@ def _envelope(
         attempts=list(attempts),
         cache=cache,
     )
+
+
+def _passed_on(event: TextDelta | ToolCallDelta | ReasoningDelta) -> StreamOutput:
+    """A provider's delta as the service yields it (text keeps the service's own type)."""
+    return StreamDelta(event.text) if isinstance(event, TextDelta) else event
 
 
 def _elapsed_ms(since: float) -> float:
@@ -115,8 +137,9 @@ class StreamFailed:
     error: GenAIError
 
 
-StreamOutput = StreamDelta | CompletionEnvelope | StreamFailed
-"""What `GenAIService.stream` yields: deltas, then the envelope or the failure."""
+StreamOutput = StreamDelta | ToolCallDelta | ReasoningDelta | CompletionEnvelope | StreamFailed
+"""What `GenAIService.stream` yields: deltas (text, tool calls, reasoning), then the envelope or
+the failure."""
 
 
 class GenAIService:
@@ -148,6 +171,21 @@ class GenAIService:
     async def render(self, request: RenderRequest) -> RenderResult:
         """A dry run: everything `complete` would do except recording and calling."""
         return (await self._prepare(request)).as_render_result()
+
+    async def count_tokens(self, request: RenderRequest) -> int:
+        """The prompt's input tokens as the chosen model's provider counts them; only a provider
+        that offers counting can (UnsupportedParameter otherwise). Nothing is answered, so
+        nothing is recorded."""
+        prepared = await self._prepare(request)
+        provider = self._upstream.providers.get(prepared.choice.provider)
+        if not isinstance(provider, CountsTokens):
+            raise UnsupportedParameter(
+                "model",
+                f"{prepared.choice.provider} offers no token counting (Anthropic models do)",
+            )
+        call = self._upstream.provider_call(prepared, tuple(prepared.prompt.messages))
+        async with self._slot():
+            return await provider.count_tokens(call)
 
     async def _prepare(self, request: RenderRequest) -> Prepared:
         """The render, in its own span; counts contract failures and the prompt's size."""
@@ -237,7 +275,8 @@ class GenAIService:
             await slot.enter_async_context(self._slot())
         try:
             prepared = await self._prepare(request)
-            if prepared.source.output_schema is not None:
+            source = prepared.source
+            if source.output_schema is not None and source.response_format is None:
                 raise InvalidRequest(
                     [
                         FieldProblem(
@@ -288,9 +327,10 @@ class GenAIService:
         """The open stream's events to the caller, then the record and the envelope."""
         try:
             try:
-                reply = opened.first if isinstance(opened.first, ProviderReply) else None
-                if isinstance(opened.first, TextDelta):
-                    yield StreamDelta(opened.first.text)
+                first = opened.first
+                reply = first if isinstance(first, ProviderReply) else None
+                if not isinstance(first, ProviderReply):
+                    yield _passed_on(first)
                 while reply is None:
                     # The deadline guards each wait, never a `yield`: the caller's sending
                     # happens between them, in the same task.
@@ -301,7 +341,7 @@ class GenAIService:
                     if isinstance(event, ProviderReply):
                         reply = event
                     else:
-                        yield StreamDelta(event.text)
+                        yield _passed_on(event)
                 upstream_ms = _elapsed_ms(upstream_started)
                 await self._audit.confirm(job)
             except GenAIError as exc:
@@ -310,7 +350,10 @@ class GenAIService:
             except (asyncio.CancelledError, GeneratorExit):
                 self._cancelled(job, started, run)
                 raise
-            answered = Answered(opened.prepared, Answer(reply))
+            # A requested format is checked, not repaired: the answer has reached the caller.
+            answer = self._upstream.repair_loop(opened.prepared).check(reply)
+            run.output_attempts += answer.attempts
+            answered = Answered(opened.prepared, answer)
             cost = await self._completed(job, run, answered, started, upstream_ms, streamed=True)
             envelope = _envelope(
                 job, request_id, answered, attempts=run.attempts, cost=cost, cache=_cached(key)
@@ -424,6 +467,8 @@ class GenAIService:
                 provider=response.provider,
                 model=response.model,
                 cost_usd=response.cost_usd,
+                tool_calls=response.tool_calls,
+                reasoning=response.reasoning,
             ),
         )
 
@@ -433,7 +478,13 @@ class GenAIService:
         """A cache hit: no provider call, but an audit record (status `cached`) all the same."""
         job = await self._audit.start(prepared, request=prepared.request, request_id=request_id)
         structlog.contextvars.bind_contextvars(job_id=job.id, cache="hit")
-        reply = ProviderReply(text=hit.text, finish_reason=hit.finish_reason, usage=hit.usage)
+        reply = ProviderReply(
+            text=hit.text,
+            finish_reason=hit.finish_reason,
+            usage=hit.usage,
+            tool_calls=tuple(hit.tool_calls),
+            reasoning=tuple(hit.reasoning),
+        )
         await self._audit.completed(
             job,
             reply,

@@ -42,6 +42,7 @@ LAYERS: list[grimp.Layer] = [
     grimp.Layer("catalog", "prompts"),  # file patterns | prompt assembly: siblings
     grimp.Layer("routing"),
     grimp.Layer("providers"),
+    grimp.Layer("dialects"),  # wire formats ⇄ the conversation: pure, shared by doors and adapters
     grimp.Layer("auth"),
     grimp.Layer("store"),
     grimp.Layer("cache"),  # the response cache: answers by key, memory or Redis; below the service

@@ -154,12 +154,12 @@ def key_with(**changes: Any) -> str:
 def test_the_key_is_stable_versioned_and_a_sha256() -> None:
     key = key_with()
     assert key == key_with()
-    assert key.startswith(CACHE_KEY_PREFIX) and CACHE_KEY_PREFIX == "genai:cache:v1:"
+    assert key.startswith(CACHE_KEY_PREFIX) and CACHE_KEY_PREFIX == "genai:cache:v2:"
     digest = key.removeprefix(CACHE_KEY_PREFIX)
     assert len(digest) == 64 and int(digest, 16) >= 0
     # The encoding is part of the format: a change that alters keys must bump the version
     # (replicas running the old and new code side by side would otherwise disagree).
-    assert digest == "1335fad5bb6ac91686aa9c9144121f3cff41de982298fd152e2c4702a52aff02"
+    assert digest == "63582e104d0784e9dac1b1d75dfa9919c9c58a7ef7c93dc3e4251425a61d1125"
 
 
 def test_dict_ordering_never_changes_the_key() -> None:

@@ -245,7 +245,12 @@ BAD = json.dumps({"name": "Ada", "age": -1, "nickname": "A"})
 
 @pytest.mark.parametrize(
     ("model", "provider"),
-    [("openai/gpt-4o-mini", "openai"), ("anthropic/m", "anthropic"), ("ollama/llama3.2", "ollama")],
+    [
+        ("openai/gpt-4o-mini", "openai"),
+        ("anthropic/claude-sonnet-4-5", "anthropic"),
+        ("anthropic/claude-3-5-haiku", "anthropic"),  # older: through a forced tool
+        ("ollama/llama3.2", "ollama"),
+    ],
 )
 async def test_output_schema_goes_natively_to_each_provider_and_parsed_is_returned(
     client_for: Any, fake: FakeProviderServer, model: str, provider: str
@@ -270,9 +275,12 @@ async def test_output_schema_goes_natively_to_each_provider_and_parsed_is_return
         assert body["response_format"]["json_schema"]["schema"] == SCHEMA
     elif provider == "ollama":
         assert body["format"] == SCHEMA
-    else:
+    elif model.startswith("anthropic/claude-3"):
         assert body["tool_choice"] == {"type": "tool", "name": "emit_output"}
         assert body["tools"][0]["input_schema"] == SCHEMA
+    else:
+        assert body["output_config"] == {"format": {"type": "json_schema", "schema": SCHEMA}}
+        assert "tools" not in body
     assert "Return the result as a JSON value" in envelope["prompt"]["system"]
 
 

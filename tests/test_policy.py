@@ -209,7 +209,7 @@ def test_every_unusable_model_setting_is_one_problem_naming_the_setting(
         _env_file=None,
         default_model="nowhere/model",
         task_models={"email": "openai/fine", "draft": "mistral/large"},
-        fallbacks={"openai/gpt-4o": ["anthropic/fine", "gpt-4o-mini"]},
+        fallbacks={"openai/gpt-4o": ["anthropic/fine", "mystery-model"]},
         cli_model="openai/",
     )
     with pytest.raises(ConfigurationProblems) as caught:
@@ -266,9 +266,29 @@ def test_model_without_provider_slash_model_is_invalid(model: str) -> None:
         split_model(model)
 
 
-def test_explicit_model_without_slash_is_invalid_model() -> None:
-    with pytest.raises(InvalidModel):
-        default_policy().choose_model("gpt-4o-mini")
+def test_a_bare_model_id_resolves_through_the_alias_map_and_an_unknown_one_is_invalid() -> None:
+    policy = default_policy()
+    assert policy.choose_model("gpt-4o-mini").model == "openai/gpt-4o-mini"
+    assert policy.choose_model("claude-sonnet-4-5").model == "anthropic/claude-sonnet-4-5"
+    assert policy.choose_model("llama3.2").model == "ollama/llama3.2"
+    assert policy.choose_model("gpt-oss:20b").model == "ollama/gpt-oss:20b"  # longest pattern
+    with pytest.raises(InvalidModel, match="alias"):
+        policy.choose_model("mystery-model")
+
+
+def test_configured_aliases_win_and_may_name_a_whole_model() -> None:
+    settings = Settings(
+        _env_file=None, model_aliases={"fast": "openai/gpt-4o-mini", "gpt-*": "anthropic"}
+    )
+    policy = ModelSelectionPolicy.from_settings(settings)
+    assert policy.choose_model("fast").model == "openai/gpt-4o-mini"
+    assert policy.choose_model("gpt-5").model == "anthropic/gpt-5"
+
+
+def test_an_alias_to_an_unknown_provider_is_refused_at_start() -> None:
+    settings = Settings(_env_file=None, model_aliases={"x-*": "nowhere"})
+    with pytest.raises(ConfigurationProblems, match="model_aliases.x-"):
+        ModelSelectionPolicy.from_settings(settings)
 
 
 def test_unknown_provider_is_invalid_model_and_names_the_known_ones() -> None:
@@ -283,7 +303,7 @@ def test_invalid_hint_is_invalid_model_when_the_hint_is_chosen() -> None:
         default_policy().choose_model(None, hint="not-a-model")
 
 
-@pytest.mark.parametrize("bad", ["gpt-4o-mini", "unknown/model", "openai/"])
+@pytest.mark.parametrize("bad", ["mystery-model", "unknown/model", "openai/"])
 def test_bad_default_model_fails_at_construction(bad: str) -> None:
     with pytest.raises(InvalidModel):
         ModelSelectionPolicy(default_model=bad)

@@ -16,11 +16,11 @@ from app.errors import (
     UpstreamRejected,
 )
 from app.providers.anthropic import AnthropicProvider
-from app.providers.base import ALL_PARAMS, ProviderCall
+from app.providers.base import ALL_PARAMS, NativeOutput, ProviderCall
 from app.providers.openai import OpenAIProvider
 from app.providers.registry import DESCRIPTORS, PROVIDER_NAMES, ProviderRegistry
 from app.routing.policy import split_model
-from app.schemas import Message, ModelParams
+from app.schemas import Message, ModelParams, ResponseFormat
 from tests.fakes.provider_server import FakeProviderServer, Reply
 from tests.support import ANTHROPIC_KEY, OPENAI_KEY, settings_for
 
@@ -54,7 +54,11 @@ def test_every_provider_is_described_once_and_routing_knows_exactly_those() -> N
 
 
 def test_supported_params_come_from_the_descriptor_even_when_unconfigured() -> None:
-    assert ProviderRegistry.supported_params("anthropic") == {"max_tokens", "stop"}
+    assert ProviderRegistry.supported_params("anthropic") == {
+        "max_tokens",
+        "stop",
+        "reasoning_effort",
+    }
     assert ProviderRegistry.supported_params("openai") == ALL_PARAMS
 
 
@@ -88,7 +92,7 @@ async def test_openai_sends_exactly_its_request_body_with_the_bearer_key(
         system=CALL.system,
         messages=CALL.messages,
         params=CALL.params,
-        output_schema=SCHEMA,
+        output=NativeOutput(ResponseFormat(type="json_schema", json_schema=SCHEMA)),
     )
     reply = await registry.get("openai").complete(call)
     (sent,) = fake.calls("openai")
@@ -136,7 +140,7 @@ async def test_anthropic_structured_output_arrives_parsed_from_the_forced_tool(
         system=CALL.system,
         messages=CALL.messages,
         params=CALL.params,
-        output_schema=SCHEMA,
+        output=NativeOutput(ResponseFormat(type="json_schema", json_schema=SCHEMA), via="tool"),
     )
     reply = await registry.get("anthropic").complete(call)
     assert reply.payload == ["a", "b"]

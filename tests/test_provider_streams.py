@@ -18,9 +18,9 @@ from app.errors import (
     UpstreamRateLimited,
     UpstreamTimeout,
 )
-from app.providers.base import ProviderCall, ProviderReply, StreamEvent, TextDelta
+from app.providers.base import NativeOutput, ProviderCall, ProviderReply, StreamEvent, TextDelta
 from app.providers.registry import ProviderRegistry
-from app.schemas import Message, ModelParams, Usage
+from app.schemas import Message, ModelParams, ResponseFormat, Usage
 from tests.fakes.provider_server import PROVIDERS, FakeProviderServer, Reply, StreamCounts
 from tests.support import settings_for
 
@@ -132,7 +132,8 @@ async def test_anthropic_streamed_structured_output_arrives_parsed_as_one_delta(
     registry: ProviderRegistry, fake: FakeProviderServer
 ) -> None:
     schema = {"type": "array", "items": {"type": "string"}}
-    call = ProviderCall(CALL.model, CALL.system, CALL.messages, CALL.params, output_schema=schema)
+    output = NativeOutput(ResponseFormat(type="json_schema", json_schema=schema), via="tool")
+    call = ProviderCall(CALL.model, CALL.system, CALL.messages, CALL.params, output=output)
     fake.script("anthropic", Reply.ok(chunks=('{"value": ', '["a", ', '"b"]}')))
     deltas, (reply,) = await collect(registry, "anthropic", call)
     assert reply.payload == ["a", "b"]

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.errors import genai_error_response
+from app.auth.authenticator import Authenticator
 from app.errors import GenAIError
 from app.runtime import Runtime
 
@@ -34,7 +35,9 @@ class AuthMiddleware:
         runtime = cast(Runtime, request.app.state.runtime)
         try:
             principal = await runtime.authenticator.authenticate(
-                request.headers.get("authorization")
+                Authenticator.presented(
+                    request.headers.get("authorization"), request.headers.get("x-api-key")
+                )
             )
         except GenAIError as exc:  # 401, or 503 when the key store cannot be read
             await genai_error_response(request, exc)(scope, receive, send)

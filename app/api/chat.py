@@ -1,30 +1,34 @@
-"""OpenAI-compatible routes: POST /v1/chat/completions and GET /v1/models.
+"""OpenAI-compatible routes: POST /v1/chat/completions, GET /v1/models and /v1/models/{id}.
 
 An OpenAI SDK pointed at the gateway (base_url `…/v1`, a gateway API key as its api_key) gets
-completions that went through the same pipeline as POST /v1/completions: this module only
-translates. `provider/model` sends the conversation through the built-in `builtin:chat` source
-(app/catalog/chat.py); `pattern/<name>` renders that pattern with the body's `variables` and the
-last user message as the user prompt.
+completions that went through the same pipeline as POST /v1/completions: this module only reads
+the OpenAI wire format (`app.dialects.openai`), hands the conversation to `app.api.conversation`
+and writes the envelope back as a `chat.completion` (or its chunks).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, ValidationError
+from fastapi import APIRouter, Path, Request, Response
+from pydantic import ValidationError
 
 from app.api.chat_schemas import (
-    UNSUPPORTED,
+    CHAT_MODEL,
+    IGNORED,
     AssistantMessage,
     ChatCompletion,
     ChatCompletionChunk,
     ChatCompletionRequest,
+    ChatFunctionCall,
     ChatMessage,
+    ChatResponseToolCall,
+    ChatThinkingBlock,
+    ChatToolCallChunk,
     ChatUsage,
     Choice,
     ChunkChoice,
@@ -32,8 +36,13 @@ from app.api.chat_schemas import (
     CompletionTokensDetails,
     ModelEntry,
     ModelList,
+    OpenAIFinish,
     PromptTokensDetails,
-    unsupported_message,
+)
+from app.api.conversation import (
+    PATTERN_PREFIX,
+    DoorRequest,
+    to_render_request,
 )
 from app.api.deps import (
     CallerKeyDep,
@@ -48,136 +57,138 @@ from app.api.deps import (
 from app.api.disconnect import cancel_on_disconnect
 from app.api.errors import error_responses
 from app.api.sse import EventStreamResponse
-from app.catalog.chat import CHAT_SOURCE
 from app.config import Settings
+from app.dialects import openai as dialect
 from app.error_body import error_body, error_json
-from app.errors import InvalidConversation, InvalidRequest
+from app.errors import InvalidConversation, InvalidModel, UnsupportedParameter
+from app.providers.base import ReasoningDelta, ToolCallDelta
+from app.providers.registry import provider_names
+from app.routing.aliases import ModelAliases
+from app.routing.policy import split_model
 from app.schemas import (
     CompletionEnvelope,
-    FieldProblem,
+    CompletionResponse,
     FinishReason,
+    Message,
     ModelParams,
-    RenderRequest,
+    ResponseFormat,
+    ToolSet,
     Usage,
 )
+from app.schemas.conversation import conversation_problems
 from app.service import StreamDelta, StreamFailed, StreamOutput
 
 router = APIRouter(prefix="/v1", tags=["openai-compatible"], dependencies=[CanComplete])
 
-PATTERN_PREFIX = "pattern/"
-OpenAIFinish = Literal["stop", "length", "content_filter", "tool_calls"]
-M = TypeVar("M", bound=BaseModel)
+IGNORED_HEADER = "x-genai-ignored-params"
+DROPPED_HEADER = "x-genai-dropped-params"
 
 
-def _problem(loc: Sequence[str | int], msg: str, kind: str) -> FieldProblem:
-    return FieldProblem(loc=["body", *loc], msg=msg, type=kind)
+# --- the request -----------------------------------------------------------------------------
 
 
-def _validated(model: type[M], values: Mapping[str, Any], **loc_names: str) -> M:
-    """`model` built from `values`; a failure is a 422 naming the OpenAI field, never a 500."""
+def _refuse_unhonoured(body: ChatCompletionRequest) -> None:
+    """Fields that would change the answer and that no provider is sent."""
+    if body.n not in (None, 1):
+        raise UnsupportedParameter("n", "one choice per request: send n=1 or leave it out")
+    if body.logprobs:
+        raise UnsupportedParameter("logprobs", "log probabilities are not returned")
+    if body.top_logprobs:
+        raise UnsupportedParameter("top_logprobs", "log probabilities are not returned")
+    if body.modalities is not None and "audio" in body.modalities:
+        raise UnsupportedParameter("modalities", 'only text is served: send ["text"]')
+
+
+def _problem(exc: ValidationError) -> str:
+    """The first reason a conversation model refused a value, without pydantic's prefix."""
+    first = exc.errors(include_url=False, include_input=False)[0]
+    where = ".".join(str(part) for part in first["loc"])
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
+
+
+def _messages(wire: Sequence[ChatMessage]) -> list[Message]:
+    messages = []
+    for index, message in enumerate(wire):
+        try:
+            values = message.model_dump(exclude_none=True)
+            messages.append(dialect.message_from_wire(values))
+        except ValidationError as exc:
+            raise InvalidConversation(
+                f"messages[{index}]: {_problem(exc)}", param=f"messages[{index}]"
+            ) from None
+    for found in conversation_problems(messages):
+        where = f"messages[{found.index}].{found.where}"
+        raise InvalidConversation(f"{where} {found.problem}", param=where)
+    return messages
+
+
+def _tools(body: ChatCompletionRequest) -> ToolSet | None:
+    if body.tool_choice is not None and not body.tools and body.tool_choice != "none":
+        raise InvalidConversation("tool_choice names a tool, but no tools are given", param="tools")
     try:
-        return model.model_validate(values)
+        return dialect.toolset_from_wire(
+            [tool.model_dump(exclude_none=True) for tool in body.tools or ()],
+            body.tool_choice
+            if isinstance(body.tool_choice, str | None)
+            else body.tool_choice.model_dump(),
+            body.parallel_tool_calls,
+        )
     except ValidationError as exc:
-        raise InvalidRequest(
-            [
-                _problem(
-                    [loc_names.get(str(err["loc"][0]), str(err["loc"][0])), *err["loc"][1:]]
-                    if err["loc"]
-                    else [],
-                    err["msg"],
-                    err["type"],
-                )
-                for err in exc.errors(include_input=False)
-            ]
+        raise InvalidConversation(f"tools: {_problem(exc)}", param="tools") from None
+
+
+def _response_format(body: ChatCompletionRequest) -> ResponseFormat | None:
+    if body.response_format is None:
+        return None
+    try:
+        return dialect.response_format_from_wire(body.response_format.model_dump(by_alias=True))
+    except ValidationError as exc:
+        raise InvalidConversation(
+            f"response_format: {_problem(exc)}", param="response_format"
         ) from None
 
 
-def _refuse_unsupported(body: ChatCompletionRequest) -> None:
-    problems = [
-        _problem([name], unsupported_message(name), "unsupported_parameter")
-        for name, (neutral, _) in UNSUPPORTED.items()
-        if getattr(body, name) not in neutral
-    ]
-    for index, message in enumerate(body.messages):
-        if message.role in ("tool", "function"):
-            problems.append(
-                _problem(
-                    ["messages", index, "role"],
-                    "tool calling is not supported, so there are no tool results to send",
-                    "unsupported_parameter",
-                )
-            )
-        for name in ("tool_calls", "function_call", "tool_call_id", "audio"):
-            if getattr(message, name) is not None:
-                problems.append(
-                    _problem(
-                        ["messages", index, name],
-                        "only text messages are supported",
-                        "unsupported_parameter",
-                    )
-                )
-    if problems:
-        raise InvalidRequest(problems)
-
-
-def _last_user_index(messages: Sequence[ChatMessage]) -> int:
-    """Where the user prompt is: the conversation must end with a user message."""
-    if messages[-1].role != "user":
-        # Each message is valid on its own (the schema cannot say which comes last), so this
-        # is not `invalid_request`.
-        raise InvalidConversation(
-            f"The last message (messages[{len(messages) - 1}]) comes from "
-            f"{messages[-1].role!r}; it must come from the user: it is the prompt answered."
-        )
-    return len(messages) - 1
-
-
 def _params(body: ChatCompletionRequest) -> ModelParams | None:
-    tokens_field = "max_tokens" if body.max_completion_tokens is None else "max_completion_tokens"
     values = {
         "temperature": body.temperature,
         "top_p": body.top_p,
-        "max_tokens": getattr(body, tokens_field),
+        "max_tokens": body.max_completion_tokens or body.max_tokens,
         "stop": [body.stop] if isinstance(body.stop, str) else body.stop,
         "seed": body.seed,
+        "presence_penalty": body.presence_penalty,
+        "frequency_penalty": body.frequency_penalty,
+        "logit_bias": body.logit_bias,
+        "reasoning_effort": body.reasoning_effort,
+        "verbosity": body.verbosity,
     }
     given = {name: value for name, value in values.items() if value is not None}
-    return _validated(ModelParams, given, max_tokens=tokens_field) if given else None
+    return ModelParams.model_validate(given) if given else None
 
 
-def to_render_request(body: ChatCompletionRequest) -> RenderRequest:
-    """The chat request as the service's own request: a pattern, or the built-in chat source."""
-    _refuse_unsupported(body)
-    last = _last_user_index(body.messages)
-    request: dict[str, Any] = {
-        "user_prompt": body.messages[last].text,
-        "params": _params(body),
-        "stream": body.stream,
-        "cache": body.cache,
-    }
-    if body.model.startswith(PATTERN_PREFIX):
-        # The pattern owns the system prompt and examples; earlier messages are not sent.
-        request |= {"pattern_key": body.model.removeprefix(PATTERN_PREFIX)}
-        request |= {"variables": body.variables}
-    else:
-        if body.variables:
-            raise InvalidRequest(
-                [
-                    _problem(
-                        ["variables"],
-                        "variables belong to a pattern: use model `pattern/<name>`",
-                        "variables_without_pattern",
-                    )
-                ]
-            )
-        earlier = body.messages[:last]
-        system = "\n\n".join(m.text for m in earlier if m.role in ("system", "developer"))
-        turns = [
-            {"role": m.role, "content": m.text} for m in earlier if m.role in ("user", "assistant")
-        ]
-        request |= {"pattern_key": CHAT_SOURCE, "model": body.model}
-        request |= {"variables": {"system": system, "messages": turns}}
-    return _validated(RenderRequest, request, user_prompt="messages", pattern_key="model")
+def door_request(body: ChatCompletionRequest) -> DoorRequest:
+    """The chat request in the gateway's terms; every refusal names the OpenAI field."""
+    _refuse_unhonoured(body)
+    return DoorRequest(
+        model=body.model,
+        messages=_messages(body.messages),
+        params=_params(body),
+        tools=_tools(body),
+        response_format=_response_format(body),
+        variables=body.variables,
+        stream=body.stream,
+        cache=body.cache,
+    )
+
+
+def _ignored(body: ChatCompletionRequest) -> list[str]:
+    """Fields accepted without effect: the known labels, and every field this version of the
+    gateway does not know (a newer SDK's)."""
+    known = [name for name in IGNORED if getattr(body, name) is not None]
+    return known + sorted(body.model_extra or {})
+
+
+# --- the answer ------------------------------------------------------------------------------
 
 
 def _finish(reason: FinishReason) -> OpenAIFinish:
@@ -200,6 +211,30 @@ def _usage(usage: Usage) -> ChatUsage:
     )
 
 
+def _assistant(response: CompletionResponse) -> AssistantMessage:
+    calls = [
+        ChatResponseToolCall(id=c.id, function=ChatFunctionCall(name=c.name, arguments=c.arguments))
+        for c in response.tool_calls
+    ]
+    thinking = [ChatThinkingBlock.model_validate(b.model_dump()) for b in response.reasoning]
+    return AssistantMessage(
+        content=response.text if response.text or not calls else None,
+        tool_calls=calls or None,
+        thinking_blocks=thinking or None,
+    )
+
+
+def _dropped(asked: ModelParams | None, sent: ModelParams) -> list[str]:
+    """Params the caller set that the provider has no control for (see ProviderDescriptor)."""
+    if asked is None:
+        return []
+    return [
+        name
+        for name in type(asked).model_fields
+        if getattr(asked, name) is not None and getattr(sent, name) is None
+    ]
+
+
 class _Chunks:
     """The service's stream events as OpenAI `chat.completion.chunk` SSE frames."""
 
@@ -208,6 +243,7 @@ class _Chunks:
         self._request_id = request_id
         self._usage = usage
         self._opened = False
+        self._named: set[int] = set()  # tool calls whose first piece has gone out
 
     def _frame(self, chunk: ChatCompletionChunk) -> bytes:
         data = chunk.model_dump(mode="json", exclude_none=False)
@@ -216,20 +252,39 @@ class _Chunks:
                 del data[name]
         if not self._usage:
             del data["usage"]  # OpenAI sends `usage` only when include_usage asks for it
+        for choice in data["choices"]:  # a delta names only what it carries, as OpenAI's do
+            choice["delta"] = {k: v for k, v in choice["delta"].items() if v is not None}
         return b"data: " + orjson.dumps(data) + b"\n\n"
 
     def _chunk(self, **fields: Any) -> ChatCompletionChunk:
         return ChatCompletionChunk.model_validate({**self._head, **fields})
 
+    def _delta(self, **delta: Any) -> bytes:
+        return self._frame(self._chunk(choices=[ChunkChoice(delta=ChunkDelta(**delta))]))
+
+    def _tool_piece(self, event: ToolCallDelta) -> ChatToolCallChunk:
+        if event.index in self._named:
+            return ChatToolCallChunk(index=event.index, function={"arguments": event.arguments})
+        self._named.add(event.index)
+        return ChatToolCallChunk(
+            index=event.index,
+            id=event.id,
+            type="function",
+            function={"name": event.name or "", "arguments": event.arguments},
+        )
+
     def frames(self, event: StreamOutput) -> list[bytes]:
         frames = []
         if not self._opened and not isinstance(event, StreamFailed):
             self._opened = True  # OpenAI's first chunk names the role
-            opening = ChunkChoice(delta=ChunkDelta(role="assistant", content=""))
-            frames.append(self._frame(self._chunk(choices=[opening])))
+            frames.append(self._delta(role="assistant", content=""))
         if isinstance(event, StreamDelta):
-            delta = ChunkChoice(delta=ChunkDelta(content=event.text))
-            frames.append(self._frame(self._chunk(choices=[delta])))
+            frames.append(self._delta(content=event.text))
+        elif isinstance(event, ToolCallDelta):
+            frames.append(self._delta(tool_calls=[self._tool_piece(event)]))
+        elif isinstance(event, ReasoningDelta):
+            if event.text:  # OpenAI-style clients show reasoning text; signatures have no field
+                frames.append(self._delta(reasoning_content=event.text))
         elif isinstance(event, CompletionEnvelope):
             finish = ChunkChoice(
                 delta=ChunkDelta(), finish_reason=_finish(event.response.finish_reason)
@@ -250,7 +305,7 @@ class _Chunks:
 @router.post(
     "/chat/completions",
     operation_id="createChatCompletion",
-    summary="OpenAI Chat Completions: `provider/model` or `pattern/<name>`, with provenance",
+    summary="OpenAI Chat Completions: any model, `pattern/<name>`, tools, structured output",
     response_model=ChatCompletion,
     responses={
         200: {
@@ -260,20 +315,23 @@ class _Chunks:
             "event.",
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
         },
-        **error_responses(404, 422, 429, 502, 503, 504),
+        **error_responses(400, 404, 429, 502, 503, 504),
     },
 )
 async def create_chat_completion(
     body: ChatCompletionRequest,
     request: Request,
+    response: Response,
     service: ServiceDep,
     request_id: RequestIdDep,
     caller_key: CallerKeyDep,
     deadline_ms: DeadlineDep = None,
 ) -> ChatCompletion | Response:
-    render = to_render_request(body)
+    door = door_request(body)
+    render = to_render_request(door)
     request_id = request_id or uuid.uuid4().hex
     created = int(time.time())
+    headers = {IGNORED_HEADER: ",".join(ignored)} if (ignored := _ignored(body)) else {}
     if body.stream:
         events = await cancel_on_disconnect(
             request,
@@ -285,28 +343,32 @@ async def create_chat_completion(
         chunks = _Chunks(
             request_id=request_id, created=created, model=body.model, usage=include_usage
         )
-        return EventStreamResponse(events, request_id=request_id, frames=chunks.frames)
+        return EventStreamResponse(
+            events, request_id=request_id, frames=chunks.frames, headers=headers
+        )
     envelope = await cancel_on_disconnect(
         request,
         service.complete(
             render, request_id=request_id, deadline_ms=deadline_ms, caller_key=caller_key
         ),
     )
+    if dropped := _dropped(door.params, envelope.params):
+        headers[DROPPED_HEADER] = ",".join(dropped)
     answer = envelope.response
-    return ChatCompletion(
+    completion = ChatCompletion(
         id=f"chatcmpl-{request_id}",
         created=created,
         model=body.model,
-        choices=[
-            Choice(
-                message=AssistantMessage(content=answer.text),
-                finish_reason=_finish(answer.finish_reason),
-            )
-        ],
+        choices=[Choice(message=_assistant(answer), finish_reason=_finish(answer.finish_reason))],
         usage=_usage(answer.usage),
         provenance=envelope.provenance,
         job_id=envelope.job_id,
     )
+    response.headers.update(headers)
+    return completion
+
+
+# --- models ----------------------------------------------------------------------------------
 
 
 def configured_models(settings: Settings, patterns_named: Sequence[str]) -> list[str]:
@@ -327,15 +389,7 @@ def configured_models(settings: Settings, patterns_named: Sequence[str]) -> list
     return list(dict.fromkeys(m for m in named if m and "/" in m))
 
 
-@router.get(
-    "/models",
-    operation_id="listModels",
-    summary="OpenAI model list: the configured models of configured providers, and patterns",
-    response_model=ModelList,
-)
-async def list_models(
-    settings: SettingsDep, providers: ProvidersDep, catalog: CatalogDep
-) -> ModelList:
+def _model_list(settings: Settings, providers: ProvidersDep, catalog: CatalogDep) -> ModelList:
     usable = {name for name, configured in providers.status().items() if configured}
     patterns = catalog.loadable()
     pattern_models = [
@@ -354,3 +408,46 @@ async def list_models(
         for info in patterns
     ]
     return ModelList(data=models)
+
+
+@router.get(
+    "/models",
+    operation_id="listModels",
+    summary="OpenAI model list: the configured models of configured providers, and patterns",
+    response_model=ModelList,
+)
+async def list_models(
+    settings: SettingsDep, providers: ProvidersDep, catalog: CatalogDep
+) -> ModelList:
+    return _model_list(settings, providers, catalog)
+
+
+@router.get(
+    "/models/{model_id:path}",
+    operation_id="retrieveModel",
+    summary="One model: a listed one, or any id the alias map sends to a configured provider",
+    response_model=ModelEntry,
+    responses=error_responses(404),
+)
+async def retrieve_model(
+    model_id: Annotated[str, Path(pattern=CHAT_MODEL)],
+    settings: SettingsDep,
+    providers: ProvidersDep,
+    catalog: CatalogDep,
+) -> ModelEntry:
+    listed = _model_list(settings, providers, catalog)
+    found = next((entry for entry in listed.data if entry.id == model_id), None)
+    if found is not None:
+        return found
+    if not model_id.startswith(PATTERN_PREFIX):
+        try:
+            provider, _ = split_model(
+                model_id, provider_names(settings), ModelAliases(settings.model_aliases)
+            )
+        except InvalidModel:
+            provider = None
+        if provider is not None and providers.status().get(provider, False):
+            return ModelEntry(id=model_id, created=0, owned_by=provider)
+    raise InvalidModel(
+        f"The model {model_id!r} does not exist here: GET /v1/models lists what is served."
+    )

@@ -1,141 +1,162 @@
-"""The OpenAI Chat Completions wire format, as far as the gateway speaks it.
+"""The OpenAI Chat Completions wire format: what `POST /v1/chat/completions` reads and writes.
 
-Requests: every field an OpenAI SDK may send is named here, so an unknown one (a typo, or a
-feature the gateway lacks) is refused with 422 naming it, never ignored or a 500. Fields that
-only label a request (`user`, `metadata`, `store`, `service_tier`, `parallel_tool_calls`) are
-accepted and ignored; fields that would change the answer are accepted only at their neutral
-value (`n: 1`, `tools: []`, `response_format: {"type": "text"}`…), see `UNSUPPORTED`.
+Requests are read by these models (so the OpenAPI document states every shape) and then turned
+into the gateway's conversation by `app.dialects.openai`. Unknown top-level fields are accepted
+and ignored, and named in the `x-genai-ignored-params` response header: a new OpenAI field must
+not break a client just because the gateway is older than its SDK. Inside messages and tools,
+where an unknown field would change what the model is shown, they are refused. Known fields are
+honoured, ignored (`IGNORED`: they label the request or tune delivery, never the answer) or
+refused when they would change the answer and cannot be honoured (`app.api.conversation`).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat
 
-from app.schemas import INT32_MAX, INT32_MIN, JSON_INTEGER, Provenance
+from app.schemas import INT32_MAX, INT32_MIN, JSON_INTEGER, Provenance, ReasoningEffort
+from app.schemas.conversation import FORMAT_NAME, MAX_TOOLS, TOOL_CALL_ID, TOOL_NAME
 
-# A field that changes the answer → the values that leave it unchanged (as if it were not sent),
-# and what to do instead. Compared with ==, so `0` also matches `0.0` and `False`.
-UNSUPPORTED: dict[str, tuple[tuple[Any, ...], str]] = {
-    "n": ((None, 1), "one choice per request: send n=1 or leave it out"),
-    "logprobs": ((None, False), "log probabilities are not returned"),
-    "top_logprobs": ((None, 0), "log probabilities are not returned"),
-    "frequency_penalty": ((None, 0), "penalties are not forwarded: leave them out"),
-    "presence_penalty": ((None, 0), "penalties are not forwarded: leave them out"),
-    "logit_bias": ((None, {}), "logit bias is not forwarded: leave it out"),
-    "tools": ((None, []), "tool calling is not supported"),
-    "tool_choice": ((None, "none", "auto"), "tool calling is not supported"),
-    "functions": ((None, []), "function calling is not supported"),
-    "function_call": ((None, "none", "auto"), "function calling is not supported"),
-    "response_format": (
-        (None, {"type": "text"}),
-        "structured output comes from a pattern with an output schema: use model `pattern/<name>`",
-    ),
-    "modalities": ((None, ["text"]), "only text is supported"),
-    "audio": ((None,), "only text is supported"),
-    "prediction": ((None,), "predicted outputs are not supported"),
-    "reasoning_effort": ((None,), "reasoning effort is not forwarded: leave it out"),
-    "web_search_options": ((None,), "web search is not supported"),
-}
+# Accepted, never sent upstream: they identify the caller to OpenAI, tune its caching or billing
+# (the gateway's account, the gateway's choice) or its delivery, not the answer.
+IGNORED = (
+    "user",
+    "safety_identifier",
+    "prompt_cache_key",
+    "prompt_cache_retention",
+    "prompt_cache_options",
+    "metadata",
+    "store",
+    "service_tier",
+    "prediction",
+)
 
-
-def unsupported_message(name: str) -> str:
-    """Why an UNSUPPORTED field was refused, and the values it is accepted with."""
-    neutral, why = UNSUPPORTED[name]
-    accepted = ", ".join(
-        "null" if value is None else orjson.dumps(value).decode() for value in neutral
-    )
-    return f"{why}; accepted only as {accepted} (or left out)"
-
-
-def _exactly(value: Any) -> dict[str, Any]:
-    """A JSON Schema that accepts only `value`, written with types SDK generators understand
-    (openapi-python-client drops a model whose enum holds an object or an array)."""
-    if value is None:
-        return {"type": "null"}
-    if isinstance(value, bool):
-        return {"type": "boolean", "const": value}
-    if isinstance(value, int):
-        return {"type": "integer", "const": value}
-    if isinstance(value, str):
-        return {"type": "string", "const": value}
-    if isinstance(value, list):  # the neutral lists hold at most one distinct item
-        assert len({repr(item) for item in value}) <= 1
-        return {
-            "type": "array",
-            # An empty list still needs an item schema for generators; none can occur.
-            "items": _exactly(value[0]) if value else {"type": "string"},
-            "minItems": len(value),
-            "maxItems": len(value),
-        }
-    assert isinstance(value, dict)
-    return {
-        "type": "object",
-        "properties": {key: _exactly(item) for key, item in value.items()},
-        "required": list(value),
-        "additionalProperties": False,
-    }
-
-
-def _neutral_only(name: str) -> Any:
-    """An OpenAI field the gateway cannot honour, documented with its accepted values (so the
-    document never calls a value valid that the route refuses)."""
-    return Field(
-        default=None,
-        description=unsupported_message(name).capitalize() + ".",
-        json_schema_extra={"anyOf": [_exactly(value) for value in UNSUPPORTED[name][0]]},
-    )
-
-
-_ONLY_NULL: dict[str, Any] = {"type": "null"}
-
-
-# `provider/model` or `pattern/<name>`: something on both sides of the first `/`, and short
-# enough for RenderRequest's `model` (255) and `pattern_key` (200) once split.
-CHAT_MODEL = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,49}/[A-Za-z0-9._:/-]{1,200}$"
+# `provider/model`, `pattern/<name>`, or a bare model id the alias map resolves (`gpt-4o-mini`).
+CHAT_MODEL = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,254}$"
 
 
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class TextPart(_Wire):
+class ChatTextPart(_Wire):
     type: Literal["text"]
     text: str
 
 
-class ChatMessage(_Wire):
-    """One message; `developer` counts as `system`. Tool messages and tool calls are refused."""
-
-    # `tool` and `function` are parsed so their refusal can say why, but not documented.
-    role: Literal["system", "developer", "user", "assistant", "tool", "function"] = Field(
-        json_schema_extra={"enum": ["system", "developer", "user", "assistant"]}
+class ChatImageURL(_Wire):
+    url: str = Field(
+        pattern=r"^(https?://|data:image/[A-Za-z0-9.+-]+;base64,)",
+        description="An http(s) URL the provider fetches, or a data:image/…;base64 URI. The "
+        "gateway never fetches a URL itself.",
     )
-    content: str | list[TextPart] | None = Field(
-        default=None, description="Text, or a list of text parts (joined by newlines)."
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class ChatImagePart(_Wire):
+    type: Literal["image_url"]
+    image_url: ChatImageURL
+
+
+class ChatRefusalPart(_Wire):
+    type: Literal["refusal"]
+    refusal: str
+
+
+ChatContentPart = Annotated[
+    ChatTextPart | ChatImagePart | ChatRefusalPart, Field(discriminator="type")
+]
+
+
+class ChatFunctionCall(_Wire):
+    name: str = Field(pattern=TOOL_NAME)
+    arguments: str = Field(description="The arguments, a JSON object as text.")
+
+
+class ChatToolCall(_Wire):
+    id: str = Field(pattern=TOOL_CALL_ID)
+    type: Literal["function"] = "function"
+    function: ChatFunctionCall
+
+
+class ChatThinkingBlock(_Wire):
+    """Anthropic reasoning carried through an OpenAI-shaped conversation (LiteLLM's name)."""
+
+    type: Literal["thinking", "redacted_thinking"]
+    thinking: str | None = None
+    signature: str | None = None
+    data: str | None = None
+
+
+class ChatMessage(_Wire):
+    """One message. `developer` is a system message; `name` is accepted and ignored."""
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[ChatContentPart] | None = Field(
+        default=None,
+        description="Text, or parts: text and image_url (user), text and refusal (assistant).",
     )
     name: str | None = Field(default=None, description="Accepted and ignored.")
+    tool_calls: list[ChatToolCall] | None = Field(default=None, description="Assistant only.")
+    tool_call_id: str | None = Field(
+        default=None, pattern=TOOL_CALL_ID, description="Tool only: the call answered."
+    )
     refusal: str | None = Field(default=None, description="Accepted and ignored.")
-    tool_calls: Any = Field(
-        default=None, description="Not supported: absent or null.", json_schema_extra=_ONLY_NULL
-    )
-    function_call: Any = Field(
-        default=None, description="Not supported: absent or null.", json_schema_extra=_ONLY_NULL
-    )
-    tool_call_id: Any = Field(
-        default=None, description="Not supported: absent or null.", json_schema_extra=_ONLY_NULL
-    )
-    audio: Any = Field(
-        default=None, description="Not supported: absent or null.", json_schema_extra=_ONLY_NULL
+    thinking_blocks: list[ChatThinkingBlock] | None = Field(
+        default=None,
+        description="Assistant only: reasoning blocks returned by the gateway, sent back as-is.",
     )
 
-    @property
-    def text(self) -> str:
-        if isinstance(self.content, list):
-            return "\n".join(part.text for part in self.content)
-        return self.content or ""
+
+class ChatFunctionDefinition(_Wire):
+    name: str = Field(pattern=TOOL_NAME)
+    description: str | None = Field(default=None, max_length=100_000)
+    parameters: dict[str, Any] | None = Field(
+        default=None, description="A JSON Schema of an object (default: no arguments)."
+    )
+    strict: StrictBool | None = None
+
+
+class ChatFunctionTool(_Wire):
+    type: Literal["function"]
+    function: ChatFunctionDefinition
+
+
+class ChatNamedFunction(_Wire):
+    name: str = Field(pattern=TOOL_NAME)
+
+
+class ChatNamedToolChoice(_Wire):
+    type: Literal["function"]
+    function: ChatNamedFunction
+
+
+class ChatJSONSchema(_Wire):
+    name: str = Field(pattern=FORMAT_NAME)
+    description: str | None = Field(default=None, max_length=10_000)
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: StrictBool | None = None
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ChatTextFormat(_Wire):
+    type: Literal["text"]
+
+
+class ChatJSONObjectFormat(_Wire):
+    type: Literal["json_object"]
+
+
+class ChatJSONSchemaFormat(_Wire):
+    type: Literal["json_schema"]
+    json_schema: ChatJSONSchema
+
+
+ChatResponseFormat = Annotated[
+    ChatTextFormat | ChatJSONObjectFormat | ChatJSONSchemaFormat, Field(discriminator="type")
+]
 
 
 class StreamOptions(_Wire):
@@ -143,14 +164,17 @@ class StreamOptions(_Wire):
     include_obfuscation: StrictBool | None = Field(default=None, description="Ignored.")
 
 
-class ChatCompletionRequest(_Wire):
+Bounded = Annotated[int, Field(ge=1, le=1_000_000), JSON_INTEGER]
+
+
+class ChatCompletionRequest(BaseModel):
     """`POST /v1/chat/completions`; `variables` and `cache` are the gateway's own (the SDK's
-    `extra_body`)."""
+    `extra_body`). Unknown fields are ignored and named in `x-genai-ignored-params`."""
 
     model_config = ConfigDict(
-        extra="forbid",
+        extra="allow",
         json_schema_extra={
-            # `variables` belong to a pattern: with a `provider/model` they must be empty.
+            # `variables` belong to a pattern: with any other model they must be empty.
             "if": {"properties": {"model": {"pattern": "^pattern/"}}},
             "else": {"properties": {"variables": {"maxProperties": 0}}},
             "examples": [
@@ -172,8 +196,8 @@ class ChatCompletionRequest(_Wire):
 
     model: str = Field(
         pattern=CHAT_MODEL,
-        description="`provider/model` sends the conversation as is; `pattern/<name>` renders "
-        "that pattern with `variables` and the last user message as its user prompt.",
+        description="`provider/model`, a bare model id the alias map resolves (`gpt-4o-mini`), "
+        "or `pattern/<name>` (that pattern, with `variables`).",
     )
     messages: list[ChatMessage] = Field(min_length=1, max_length=10_000)
     variables: dict[str, Any] = Field(
@@ -186,12 +210,16 @@ class ChatCompletionRequest(_Wire):
     )
     stream: StrictBool = False
     stream_options: StreamOptions | None = None
+    tools: list[ChatFunctionTool] | None = Field(default=None, max_length=MAX_TOOLS)
+    tool_choice: Literal["none", "auto", "required"] | ChatNamedToolChoice | None = None
+    parallel_tool_calls: StrictBool | None = None
+    response_format: ChatResponseFormat | None = None
     # Strict: a JSON boolean is not a number here (`"max_tokens": true` is refused, not 1). The
-    # bounds are ModelParams' (app/schemas.py), so the document states what the pipeline takes.
+    # bounds are ModelParams' (app/schemas), so the document states what the pipeline takes.
     temperature: StrictFloat | None = Field(default=None, ge=0, le=2)
     top_p: StrictFloat | None = Field(default=None, gt=0, le=1)
-    max_tokens: Annotated[int, Field(ge=1, le=1_000_000), JSON_INTEGER] | None = None
-    max_completion_tokens: Annotated[int, Field(ge=1, le=1_000_000), JSON_INTEGER] | None = Field(
+    max_tokens: Bounded | None = None
+    max_completion_tokens: Bounded | None = Field(
         default=None, description="Wins over `max_tokens` when both are sent."
     )
     stop: (
@@ -200,41 +228,56 @@ class ChatCompletionRequest(_Wire):
         | None
     ) = None
     seed: Annotated[int, Field(ge=INT32_MIN, le=INT32_MAX), JSON_INTEGER] | None = None
-    # Labels only: accepted and ignored.
+    presence_penalty: StrictFloat | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: StrictFloat | None = Field(default=None, ge=-2, le=2)
+    logit_bias: dict[str, Annotated[int, Field(ge=-100, le=100), JSON_INTEGER]] | None = Field(
+        default=None, max_length=1024, description="OpenAI models only."
+    )
+    reasoning_effort: ReasoningEffort | None = None
+    verbosity: Literal["low", "medium", "high"] | None = None
+    n: Annotated[int, Field(ge=1, le=128), JSON_INTEGER] | None = Field(
+        default=None, description="One choice per request: more is refused."
+    )
+    logprobs: StrictBool | None = Field(default=None, description="Refused when true.")
+    top_logprobs: Annotated[int, Field(ge=0, le=20), JSON_INTEGER] | None = Field(
+        default=None, description="Refused above 0."
+    )
+    modalities: list[Literal["text", "audio"]] | None = Field(
+        default=None, description='Only ["text"] is served.'
+    )
+    # Accepted and ignored (IGNORED); typed loosely, as OpenAI keeps extending them.
     user: str | None = None
+    safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_retention: str | None = None
+    prompt_cache_options: dict[str, Any] | None = None
     metadata: dict[str, str] | None = None
     store: StrictBool | None = None
     service_tier: str | None = None
-    parallel_tool_calls: StrictBool | None = None
-    # Accepted only at their neutral value (see UNSUPPORTED).
-    n: Any = _neutral_only("n")
-    logprobs: Any = _neutral_only("logprobs")
-    top_logprobs: Any = _neutral_only("top_logprobs")
-    frequency_penalty: Any = _neutral_only("frequency_penalty")
-    presence_penalty: Any = _neutral_only("presence_penalty")
-    logit_bias: Any = _neutral_only("logit_bias")
-    tools: Any = _neutral_only("tools")
-    tool_choice: Any = _neutral_only("tool_choice")
-    functions: Any = _neutral_only("functions")
-    function_call: Any = _neutral_only("function_call")
-    response_format: Any = _neutral_only("response_format")
-    modalities: Any = _neutral_only("modalities")
-    audio: Any = _neutral_only("audio")
-    prediction: Any = _neutral_only("prediction")
-    reasoning_effort: Any = _neutral_only("reasoning_effort")
-    web_search_options: Any = _neutral_only("web_search_options")
+    prediction: dict[str, Any] | None = None
+
+
+class ChatResponseToolCall(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: ChatFunctionCall
 
 
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None
     refusal: None = None
+    tool_calls: list[ChatResponseToolCall] | None = None
+    thinking_blocks: list[ChatThinkingBlock] | None = None
+
+
+OpenAIFinish = Literal["stop", "length", "content_filter", "tool_calls"]
 
 
 class Choice(BaseModel):
     index: int = 0
     message: AssistantMessage
-    finish_reason: Literal["stop", "length", "content_filter", "tool_calls"]
+    finish_reason: OpenAIFinish
     logprobs: None = None
 
 
@@ -270,15 +313,26 @@ class ChatCompletion(BaseModel):
     job_id: str = Field(description="The audit record: GET /v1/jobs/{job_id}.")
 
 
+class ChatToolCallChunk(BaseModel):
+    """A piece of a streamed tool call: the first names it (`id`, `function.name`)."""
+
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: dict[str, str]
+
+
 class ChunkDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[ChatToolCallChunk] | None = None
+    reasoning_content: str | None = None
 
 
 class ChunkChoice(BaseModel):
     index: int = 0
     delta: ChunkDelta
-    finish_reason: Literal["stop", "length", "content_filter", "tool_calls"] | None = None
+    finish_reason: OpenAIFinish | None = None
     logprobs: None = None
 
 

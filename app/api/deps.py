@@ -76,7 +76,11 @@ def require(scope: Scope) -> Any:
         authenticator = _runtime(request).authenticator
         principal = request.scope.get("state", {}).get("principal")
         if principal is None:  # an app assembled without AuthMiddleware still checks the key
-            principal = await authenticator.authenticate(request.headers.get("authorization"))
+            principal = await authenticator.authenticate(
+                authenticator.presented(
+                    request.headers.get("authorization"), request.headers.get("x-api-key")
+                )
+            )
         authenticator.require(principal, scope)
         request.scope.setdefault("state", {})["principal"] = principal
         return cast(Principal, principal)

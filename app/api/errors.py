@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
+from app.api.error_dialects import anthropic_error, dialect_for, openai_error
 from app.error_body import error_body, error_json
 from app.errors import (
     GenAIError,
@@ -31,12 +32,17 @@ log = structlog.get_logger(__name__)
 def genai_error_response(
     request: Request, exc: GenAIError, *, status: int | None = None
 ) -> JSONResponse:
-    """The answer for one of our errors (also used by middleware that answers on its own)."""
+    """The answer for one of our errors (also used by middleware that answers on its own), in
+    the dialect of the door it came through (`app.api.error_dialects`)."""
     request_id = request.scope.get("state", {}).get("request_id")
-    body = error_body(exc, request_id=request_id)
-    return JSONResponse(
-        error_json(body), status_code=status or exc.status_code, headers=exc.headers() or None
-    )
+    body = error_json(error_body(exc, request_id=request_id))
+    code = status or exc.status_code
+    dialect = dialect_for(request.url.path)
+    if dialect == "openai":
+        code, body = openai_error(exc, body, code)
+    elif dialect == "anthropic":
+        code, body = anthropic_error(exc, body, code)
+    return JSONResponse(body, status_code=code, headers=exc.headers() or None)
 
 
 async def _genai_error(request: Request, exc: Exception) -> JSONResponse:

@@ -1,4 +1,5 @@
-"""Server-Sent Events for a streamed completion: `delta` events, then `envelope` or `error`.
+"""Server-Sent Events for a streamed completion: `delta` events (`tool_call` and `reasoning`
+pieces too, when the model makes them), then `envelope` or `error`.
 
 A pure ASGI response: it sends the headers, then relays the service's events while watching for
 the client's `http.disconnect`. A client that goes away cancels the relay, which cancels the
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncGenerator, Callable, Iterable
 
 import orjson
@@ -16,6 +18,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from app.error_body import error_body, error_json
+from app.providers.base import ReasoningDelta, ToolCallDelta
 from app.schemas import CompletionEnvelope
 from app.service import StreamDelta, StreamFailed, StreamOutput
 
@@ -30,6 +33,10 @@ def encode(event: StreamOutput, *, request_id: str | None) -> bytes:
     """One SSE frame; the data is a single line of JSON (orjson never writes a newline)."""
     if isinstance(event, StreamDelta):
         name, data = b"delta", orjson.dumps({"text": event.text})
+    elif isinstance(event, ToolCallDelta):
+        name, data = b"tool_call", orjson.dumps(dataclasses.asdict(event))
+    elif isinstance(event, ReasoningDelta):
+        name, data = b"reasoning", orjson.dumps(dataclasses.asdict(event))
     elif isinstance(event, CompletionEnvelope):
         name, data = b"envelope", event.__pydantic_serializer__.to_json(event)
     else:

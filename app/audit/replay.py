@@ -145,6 +145,7 @@ class Replayer:
             model=inputs.get("model") or f"{job.provider}/{job.model}",
             snippets=inputs.get("snippets") or {},
             instructions=inputs.get("instructions"),
+            continuation=inputs.get("continuation") or [],
         )
 
     async def replay(self, job_id: str, *, reveal: bool = False) -> ReplayResult:

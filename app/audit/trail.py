@@ -35,15 +35,18 @@ from app.providers import ProviderReply
 from app.schemas import (
     CallAttempt,
     JobRecord,
+    Message,
     RenderedPrompt,
     RenderRequest,
 )
+from app.schemas.conversation import is_data_image
 from app.store.jobs import JobRepository
 from app.store.records import JobOutcome, PendingJob
 from app.store.secrets import ReplayVault
 from app.store.tables import Job
 from app.store.writer import AuditWriter
 from app.tracing import span
+from app.tracking import sha256_hex
 
 T = TypeVar("T")
 
@@ -86,15 +89,56 @@ class OpenJob:
 def redact_prompt(
     redactor: Redactor, prompt: RenderedPrompt
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """The prompt as stored: every text field redacted, the token maps merged."""
-    system = redactor.redact(prompt.system)
-    tokens = dict(system.tokens)
-    messages = []
+    """The prompt as stored, the token maps merged: every text redacted (message text, tool
+    call arguments and results, reasoning), an inline image kept as the digest of its data, the
+    tools and output format as they were offered (they are the caller's code, not its data)."""
+    tokens: dict[str, str] = {}
+
+    def text(value: str) -> str:
+        result = redactor.redact(value)
+        tokens.update(result.tokens)
+        return result.text
+
+    stored = prompt.model_dump(mode="json", include={"system", "tools", "response_format"})
+    stored["system"] = text(prompt.system)
+    stored["messages"] = [_stored_message(message, text) for message in prompt.messages]
+    return stored, tokens
+
+
+def _stored_message(message: Message, text: Callable[[str], str]) -> dict[str, Any]:
+    stored = message.model_dump(mode="json")
+    if isinstance(message.content, str):
+        stored["content"] = text(message.content)
+    else:
+        stored["content"] = [
+            {**part, "text": text(part["text"])}
+            if part["type"] == "text"
+            else {**part, "url": _stored_image(part["url"], text)}
+            for part in stored["content"]
+        ]
+    for call in stored.get("tool_calls", ()):
+        call["arguments"] = text(call["arguments"])
+    for block in stored.get("reasoning", ()):
+        if "thinking" in block:
+            block["thinking"] = text(block["thinking"])
+    return stored
+
+
+def _stored_image(url: str, text: Callable[[str], str]) -> str:
+    """An inline image as `data:<type>;base64,sha256:<digest of the data>`: it proves which
+    image was sent without keeping it (an image may show a person); a URL is text."""
+    if not is_data_image(url):
+        return text(url)
+    head, _, data = url.partition(";base64,")
+    return f"{head};base64,{sha256_hex(data.encode('ascii', 'replace'))}"
+
+
+def prompt_size(prompt: RenderedPrompt) -> int:
+    """The characters redaction scans for this prompt (to decide whether to leave the loop)."""
+    size = len(prompt.system)
     for message in prompt.messages:
-        redacted = redactor.redact(message.content)
-        tokens.update(redacted.tokens)
-        messages.append({"role": message.role, "content": redacted.text})
-    return {"system": system.text, "messages": messages}, tokens
+        size += len(message.text) + sum(len(call.arguments) for call in message.tool_calls)
+    return size
 
 
 def _text_size(*texts: str | None, attempts: Sequence[Attempt] = ()) -> int:
@@ -146,9 +190,7 @@ class AuditTrail:
         def build() -> PendingJob:
             return self._pending_job(job_id, prepared, request, request_id)
 
-        size = _text_size(
-            prompt.system, request.user_prompt, *(message.content for message in prompt.messages)
-        )
+        size = prompt_size(prompt) + len(request.user_prompt)
         # Redacting and queueing the pending record; waiting for it to be durable is `confirm`.
         attributes = {"genai.job_id": job_id, "genai.audit.mode": self.mode}
         with span("genai.audit.insert", attributes=attributes):
@@ -232,6 +274,7 @@ class AuditTrail:
                     "instructions": request.instructions,
                     "snippets": request.snippets,
                     "model": choice.model,  # the stored name may be redacted
+                    "continuation": [turn.model_dump(mode="json") for turn in request.continuation],
                 },
             )
         return PendingJob(
@@ -263,6 +306,19 @@ class AuditTrail:
         if not attempts:
             return None, {}
         stored, tokens = self.redactor.redact_data([attempt.as_record() for attempt in attempts])
+        return stored, tokens
+
+    def _tool_calls(
+        self, reply: ProviderReply
+    ) -> tuple[list[dict[str, Any]] | None, dict[str, str]]:
+        """The answer's tool calls as stored: their arguments redacted like any text."""
+        if not reply.tool_calls:
+            return None, {}
+        stored, tokens = [], {}
+        for call in reply.tool_calls:
+            arguments = self.redactor.redact(call.arguments)
+            tokens.update(arguments.tokens)
+            stored.append({**call.model_dump(mode="json"), "arguments": arguments.text})
         return stored, tokens
 
     def _submit(self, job: OpenJob, outcome: JobOutcome) -> None:
@@ -322,6 +378,7 @@ class AuditTrail:
     ) -> None:
         def build() -> JobOutcome:
             response = self.redactor.redact(reply.text)
+            stored_calls, call_tokens = self._tool_calls(reply)
             stored_attempts, attempt_tokens = self._attempts(output_attempts)
             answering, answering_tokens = self._answering_model(answered_by)
             finish = None
@@ -348,14 +405,17 @@ class AuditTrail:
                     **job.prompt_tokens,
                     **answering_tokens,
                     **attempt_tokens,
+                    **call_tokens,
                     **response.tokens,
                 },
+                response_tool_calls=stored_calls,
                 attempts=self._calls(calls),
                 output_attempts=stored_attempts,
                 **answering,
             )
 
-        await self._record(job, build, _text_size(reply.text, attempts=output_attempts))
+        size = _text_size(reply.text, *(c.arguments for c in reply.tool_calls))
+        await self._record(job, build, size + _text_size(attempts=output_attempts))
 
     async def failed(
         self,

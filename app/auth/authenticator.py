@@ -54,6 +54,14 @@ class Authenticator:
         self._verified: dict[str, tuple[Principal, float]] = {}
         self._last_used: dict[str, dt.datetime] = {}
 
+    @staticmethod
+    def presented(authorization: str | None, api_key: str | None) -> str | None:
+        """The credentials a request presents: `Authorization`, or else `x-api-key` (what the
+        Anthropic SDK sends) read as a bearer key."""
+        if authorization or not api_key:
+            return authorization
+        return f"Bearer {api_key}"
+
     async def authenticate(self, authorization: str | None) -> Principal:
         """The caller behind an `Authorization: Bearer` header; raises 401 without a valid key."""
         if self.disabled:
@@ -77,8 +85,8 @@ class Authenticator:
         scheme, _, text = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not text.strip():
             raise Unauthenticated(
-                "This route needs an API key: send `Authorization: Bearer <key>` "
-                "(`genai keys create` makes one)."
+                "This route needs an API key: send `Authorization: Bearer <key>` or "
+                "`x-api-key: <key>` (`genai keys create` makes one)."
             )
         text = text.strip()
         fingerprint = hashlib.sha256(text.encode()).hexdigest()

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app.schemas import FinishReason, StructuredOutcome, Usage
+from app.schemas import FinishReason, ReasoningBlock, StructuredOutcome, ToolCall, Usage
 
 
 class UnreadableEntry(Exception):
@@ -32,6 +32,8 @@ class CachedAnswer(BaseModel):
     provider: str
     model: str
     cost_usd: float | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    reasoning: list[ReasoningBlock] = Field(default_factory=list)
     stored_at: dt.datetime = Field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
 

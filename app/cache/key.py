@@ -10,7 +10,7 @@ from app.tracking.fingerprints import canonical_json, sha256_hex
 
 # Bumped whenever the key's inputs or the stored value's shape change: an old entry is then
 # never read (it simply expires), so no format migration is ever needed.
-CACHE_KEY_PREFIX = "genai:cache:v1:"
+CACHE_KEY_PREFIX = "genai:cache:v2:"
 
 
 def cache_key(

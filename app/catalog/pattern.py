@@ -21,13 +21,21 @@ from typing import Any, Literal
 import yaml
 from jinja2 import Template
 from jsonschema import Draft202012Validator, SchemaError
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from app.catalog.contract import declaration_problems, require_supplied
 from app.catalog.engine import apply_template, compile_template
 from app.errors import InvalidPattern, RenderLimitExceeded, RenderTimeout
 from app.routing.capabilities import Requirement
-from app.schemas import Message, ModelParams, is_snippet_label
+from app.schemas import Message, ModelParams, Tool, ToolChoice, ToolSet, is_snippet_label
 from app.tracking import pattern_content_hash
 
 _FENCE = "---"
@@ -77,6 +85,31 @@ class PatternMeta(BaseModel):
         description="Answer repeats of an identical request from the response cache; a "
         "request's own `cache` flag overrides this.",
     )
+    tools: list[Tool] = Field(
+        default_factory=list,
+        description="Functions the model may call (name, description, parameters: a JSON "
+        "Schema): a `pattern/<name>` agent's tools, versioned and hashed with the pattern.",
+    )
+    tool_choice: ToolChoice | None = Field(
+        default=None, description="auto, none, required, or {type: tool, name: …}."
+    )
+    parallel_tool_calls: bool | None = None
+
+    @field_validator("tool_choice", mode="before")
+    @classmethod
+    def _choice_word(cls, value: Any) -> Any:
+        return {"type": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _tool_set(self) -> PatternMeta:
+        self.toolset  # noqa: B018  # checks names are unique and the choice names a tool
+        return self
+
+    @property
+    def toolset(self) -> ToolSet | None:
+        if not self.tools:
+            return None
+        return ToolSet(tools=self.tools, choice=self.tool_choice, parallel=self.parallel_tool_calls)
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,7 +65,7 @@ class SourceResolver:
         pattern, meta = rendered.pattern, rendered.pattern.meta
         examples, user = rendered.messages, user_prompt
         if meta.user_template:
-            examples, user = rendered.messages[:-1], rendered.messages[-1].content
+            examples, user = rendered.messages[:-1], rendered.messages[-1].text
         return RenderedSource(
             kind="pattern",
             name=pattern.name,
@@ -83,6 +83,7 @@ class SourceResolver:
             fallbacks=tuple(meta.fallbacks),
             cache=meta.cache,
             params=meta.params,
+            tools=meta.toolset,
         )
 
     async def template(

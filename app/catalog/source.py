@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from app.routing.capabilities import Requirement
-from app.schemas import Message, ModelParams
+from app.schemas import Message, ModelParams, ResponseFormat, ToolSet
 
 SourceKind = Literal["pattern", "template", "fallback"]
 DATABASE_BASE_PATH = "database"
@@ -17,7 +17,8 @@ class RenderedSource:
     """The rendered task plus everything provenance and the audit record need to prove it.
 
     `examples` are the pattern's own messages; `user` is the final user message (the caller's
-    text verbatim, or the pattern's templated user block).
+    text verbatim, or the pattern's templated user block), None when there is none (a built-in
+    chat whose conversation does not end with plain user text).
     """
 
     kind: SourceKind
@@ -26,9 +27,13 @@ class RenderedSource:
     content_hash: str
     system: str
     variables: dict[str, Any]
-    user: str
+    user: str | None
     examples: tuple[Message, ...] = ()
     output_schema: dict[str, Any] | None = None
+    # The caller's own output format (the chat doors' `response_format`): `output_schema` is then
+    # its schema, checked but not a pattern's contract, so a stream of it is allowed.
+    response_format: ResponseFormat | None = None
+    tools: ToolSet | None = None
     requires: tuple[Requirement, ...] = ()
     snippet_labels: tuple[str, ...] = ()
     model_hint: str | None = None

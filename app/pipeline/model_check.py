@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from app.catalog.pattern import PatternInfo
-from app.errors import CapabilityMissing, InvalidModel
+from app.errors import CapabilityMissing, InvalidModel, Shortfall
+from app.providers.base import ProviderDescriptor
 from app.routing.capabilities import CapabilityCatalog
 from app.routing.policy import ModelSelectionPolicy
 from app.schemas import ModelChoice, ModelParams, ModelSource
@@ -26,7 +27,7 @@ def unservable_patterns(
     policy: ModelSelectionPolicy,
     capabilities: CapabilityCatalog,
     default_params: ModelParams,
-    supported_params: Callable[[str], frozenset[str]],
+    describe: Callable[[str], ProviderDescriptor],
 ) -> list[tuple[str, str]]:
     """(pattern, problem) for each pattern its configured model cannot serve."""
     problems = []
@@ -39,9 +40,7 @@ def unservable_patterns(
         if first.source in _PATTERN_OWN:
             continue
         try:
-            policy.choose_capable(
-                first, _shortfalls(info, capabilities, default_params, supported_params)
-            )
+            policy.choose_capable(first, _shortfalls(info, capabilities, default_params, describe))
         except CapabilityMissing as exc:
             problems.append(
                 (
@@ -58,13 +57,15 @@ def _shortfalls(
     info: PatternInfo,
     capabilities: CapabilityCatalog,
     default_params: ModelParams,
-    supported_params: Callable[[str], frozenset[str]],
-) -> Callable[[ModelChoice], list[str]]:
+    describe: Callable[[str], ProviderDescriptor],
+) -> Callable[[ModelChoice], list[Shortfall]]:
     """What a model lacks for this pattern before any request: its requirements and its
     max_tokens (the prompt's length is a request's own)."""
 
-    def shortfalls(choice: ModelChoice) -> list[str]:
-        params = default_params.overlay(info.meta.params).only(supported_params(choice.provider))
+    def shortfalls(choice: ModelChoice) -> list[Shortfall]:
+        params = default_params.overlay(info.meta.params).only(
+            describe(choice.provider).supported_params
+        )
         return capabilities.shortfalls(
             choice.provider,
             choice.name,

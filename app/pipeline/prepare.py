@@ -8,16 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import structlog
 
 from app.catalog.resolver import SourceResolver
 from app.catalog.source import RenderedSource
-from app.errors import MissingSnippets
+from app.errors import InvalidConversation, MissingSnippets, Shortfall
 from app.prompts.assembler import InstructionContext, PromptAssembler, TaskInstructions
-from app.routing.capabilities import CapabilityCatalog
+from app.providers.base import ProviderDescriptor
+from app.routing.capabilities import CapabilityCatalog, Requirement
 from app.routing.policy import ModelSelectionPolicy
 from app.schemas import (
+    ImagePart,
+    Message,
     ModelChoice,
     ModelParams,
     Provenance,
@@ -25,6 +29,7 @@ from app.schemas import (
     RenderRequest,
     RenderResult,
 )
+from app.schemas.conversation import conversation_problems, is_data_image
 from app.snippets import ComposedSnippets, SnippetLibrary
 from app.tracking import build_provenance
 
@@ -41,6 +46,7 @@ class Prepared:
     params: ModelParams
     provenance: Provenance
     native_schema: bool  # the provider enforces `source.output_schema` itself
+    output_via: Literal["format", "tool"] = "format"  # how, when it does (capabilities file)
 
     def as_render_result(self) -> RenderResult:
         """The dry-run answer (POST /v1/render, `genai render`)."""
@@ -50,6 +56,31 @@ class Prepared:
             model_choice=self.choice,
             provenance=self.provenance,
         )
+
+
+def _check_turns(source: RenderedSource, request: RenderRequest) -> None:
+    """The caller's turns (a built-in chat's, a continuation) must fit together: the doors check
+    them too, with their own field names; this holds for /v1/completions and replays alike."""
+    turns = [*source.examples, *request.continuation]
+    for found in conversation_problems(turns):
+        before = len(source.examples)
+        where = (
+            f"variables.messages[{found.index}]"
+            if found.index < before
+            else f"continuation[{found.index - before}]"
+        )
+        raise InvalidConversation(f"{where}.{found.where}: {found.problem}", param=where)
+
+
+def _requirements(source: RenderedSource, turns: Sequence[Message]) -> tuple[Requirement, ...]:
+    """What the model must be able to do: the pattern's `requires`, tools when tools are
+    offered, images when a turn holds one."""
+    needs = list(source.requires)
+    if source.tools is not None:
+        needs.append("tools")
+    if any(isinstance(part, ImagePart) for turn in turns for part in turn.parts):
+        needs.append("images")
+    return tuple(dict.fromkeys(needs))
 
 
 def _system_text(source: RenderedSource, snippets: ComposedSnippets) -> str:
@@ -65,7 +96,7 @@ class PromptPreparer:
         policy: ModelSelectionPolicy,
         capabilities: CapabilityCatalog,
         assembler: PromptAssembler,
-        supported_params: Callable[[str], frozenset[str]],
+        describe: Callable[[str], ProviderDescriptor],
         default_params: ModelParams,
         fallback_chains: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
@@ -74,12 +105,13 @@ class PromptPreparer:
         self._policy = policy
         self._capabilities = capabilities
         self._assembler = assembler
-        self._supported_params = supported_params  # per provider, known even when unconfigured
+        self._describe = describe  # per provider, known even when unconfigured
         self._default_params = default_params
         self._fallback_chains = dict(fallback_chains or {})  # a task or a model → its chain
 
     async def prepare(self, request: RenderRequest) -> Prepared:
         source = await self._resolver.resolve(request)
+        _check_turns(source, request)
         snippets = await self._compose(request, source)
         first = self._policy.choose_model(request.model, tasks=source.tasks, hint=source.model_hint)
         choice = self._policy.choose_capable(first, self._shortfalls(request, source, snippets))
@@ -111,18 +143,41 @@ class PromptPreparer:
 
     def _shortfalls(
         self, request: RenderRequest, source: RenderedSource, snippets: ComposedSnippets
-    ) -> Callable[[ModelChoice], list[str]]:
+    ) -> Callable[[ModelChoice], list[Shortfall]]:
         system = _system_text(source, snippets)
-        prompt_chars = len(system) + len(source.user) + sum(len(m.content) for m in source.examples)
+        turns = (*source.examples, *request.continuation)
+        prompt_chars = len(system) + len(source.user or "") + sum(len(m.text) for m in turns)
+        requires = _requirements(source, turns)
 
-        def shortfalls(choice: ModelChoice) -> list[str]:
-            return self._capabilities.shortfalls(
+        wanted = self._default_params.overlay(source.params).overlay(request.params)
+        image_urls = any(
+            isinstance(part, ImagePart) and not is_data_image(part.url)
+            for turn in turns
+            for part in turn.parts
+        )
+        choice_asked = source.tools.choice if source.tools is not None else None
+        forced = choice_asked is not None and choice_asked.type in ("required", "tool")
+
+        def shortfalls(choice: ModelChoice) -> list[Shortfall]:
+            found = self._capabilities.shortfalls(
                 choice.provider,
                 choice.name,
-                requires=source.requires,
+                requires=requires,
                 max_tokens=self._params_for(choice, source, request).max_tokens or 0,
                 prompt_chars=prompt_chars,
+                image_urls=image_urls,
+                forced_tool_choice=forced,
             )
+            refused = self._describe(choice.provider).refused_params(wanted)
+            found += [
+                Shortfall(
+                    f"{choice.provider} does not take the `{name}` parameter",
+                    kind="param",
+                    param=name,
+                )
+                for name in refused
+            ]
+            return found
 
         return shortfalls
 
@@ -139,9 +194,17 @@ class PromptPreparer:
             system=_system_text(source, snippets),
             examples=source.examples,
             user=source.user,
+            continuation=tuple(request.continuation),
+            tools=source.tools,
+            response_format=source.response_format,
         )
         capabilities = self._capabilities.for_model(choice.provider, choice.name)
-        native = source.output_schema is not None and capabilities.supports_structured_output
+        # A forced output tool would leave the caller's own tools uncallable: instructions then.
+        native = (
+            source.output_schema is not None
+            and capabilities.supports_structured_output
+            and not (source.tools is not None and capabilities.structured_output_via == "tool")
+        )
         context = InstructionContext(
             provider=choice.provider,
             task=source.name,
@@ -158,6 +221,7 @@ class PromptPreparer:
             provider=choice.provider,
             model=choice.name,
             snippet_ids=snippets.ids,
+            continuation=request.continuation,
         )
         return Prepared(
             request=request,
@@ -168,6 +232,7 @@ class PromptPreparer:
             params=self._params_for(choice, source, request),
             provenance=provenance,
             native_schema=native,
+            output_via=capabilities.structured_output_via,
         )
 
     async def _compose(self, request: RenderRequest, source: RenderedSource) -> ComposedSnippets:
@@ -182,9 +247,15 @@ class PromptPreparer:
     def _params_for(
         self, choice: ModelChoice, source: RenderedSource, request: RenderRequest
     ) -> ModelParams:
-        """Request > pattern > configured defaults, minus what the provider refuses."""
-        return (
+        """Request > pattern > configured defaults, minus what the provider refuses; a provider
+        that insists on `max_tokens` gets the model's output limit when nothing set one."""
+        provider = self._describe(choice.provider)
+        params = (
             self._default_params.overlay(source.params)
             .overlay(request.params)
-            .only(self._supported_params(choice.provider))
+            .only(provider.supported_params)
         )
+        if params.max_tokens is None and provider.requires_max_tokens:
+            limit = self._capabilities.for_model(choice.provider, choice.name).output_tokens
+            params = params.model_copy(update={"max_tokens": limit})
+        return params

@@ -39,9 +39,9 @@ from app.pipeline.prepare import Prepared, PromptPreparer
 from app.prompts.repair import Answer, RepairLoop
 from app.prompts.structured import Attempt
 from app.providers import ProviderCall, ProviderRegistry, ProviderReply
-from app.providers.base import StreamEvent
+from app.providers.base import NativeOutput, StreamEvent
 from app.providers.retry import RetryPolicy
-from app.schemas import CallAttempt, Message
+from app.schemas import CallAttempt, Message, ResponseFormat
 from app.tracing import AttributeValue, Span, begin_span, span
 
 T = TypeVar("T")
@@ -411,10 +411,17 @@ class Upstream:
 
     @staticmethod
     def provider_call(prepared: Prepared, messages: tuple[Message, ...]) -> ProviderCall:
+        source, output = prepared.source, None
+        if prepared.native_schema and source.output_schema is not None:
+            wanted = source.response_format or ResponseFormat(
+                type="json_schema", json_schema=source.output_schema
+            )
+            output = NativeOutput(wanted, prepared.output_via)
         return ProviderCall(
             model=prepared.choice.name,
             system=prepared.prompt.system,
             messages=messages,
             params=prepared.params,
-            output_schema=prepared.source.output_schema if prepared.native_schema else None,
+            tools=prepared.prompt.tools,
+            output=output,
         )

@@ -17,19 +17,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.routing.capabilities import Capabilities
-from app.schemas import Message, RenderedPrompt
+from app.schemas import Message, RenderedPrompt, ResponseFormat, TextPart, ToolSet
 
 ANY = "*"
 
 
 @dataclass(frozen=True, slots=True)
 class TaskInstructions:
-    """Section 1: what the pattern rendered, and the caller's user text."""
+    """Section 1: what the pattern rendered, the caller's user text (None: no user message of
+    its own) and the turns after it, with the tools and output format offered."""
 
     task: str
     system: str
     examples: tuple[Message, ...]
-    user: str
+    user: str | None
+    continuation: tuple[Message, ...] = ()
+    tools: ToolSet | None = None
+    response_format: ResponseFormat | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +109,7 @@ class PromptAssembler:
         task: TaskInstructions,
         context: InstructionContext,
         request_instructions: str | None = None,
-    ) -> tuple[str, str]:
+    ) -> tuple[str, str | None]:
         """(system, user): the task's system text with the other sections appended."""
         sections = [task.system.strip()] if task.system.strip() else []
         sections += self.registry.instructions(context)
@@ -119,18 +123,38 @@ class PromptAssembler:
         request_instructions: str | None = None,
     ) -> RenderedPrompt:
         system, user = self.assemble_text(task, context, request_instructions)
-        messages = [*task.examples, Message(role="user", content=user)]
-        if system and not context.capabilities.supports_system_prompt:
-            return RenderedPrompt(system="", messages=_fold(system, messages), system_folded=True)
-        return RenderedPrompt(system=system, messages=messages)
+        final = [Message(role="user", content=user)] if user is not None else []
+        messages = [*task.examples, *final, *task.continuation]
+        offered = {"tools": task.tools, "response_format": task.response_format}
+        if not context.capabilities.supports_system_prompt and (
+            system or any(message.role == "system" for message in messages)
+        ):
+            return RenderedPrompt(
+                system="", messages=_fold(system, messages), system_folded=True, **offered
+            )
+        return RenderedPrompt(system=system, messages=messages, **offered)
 
 
 def _fold(system: str, messages: Sequence[Message]) -> list[Message]:
-    """Put the system text at the top of the first user message."""
-    folded, done = [], False
+    """For a model without a system prompt: the system text and every system turn go at the top
+    of the next user message (a system turn with no user message after it becomes one)."""
+    folded: list[Message] = []
+    pending = [system] if system else []
     for message in messages:
-        if not done and message.role == "user":
-            message = Message(role="user", content=f"{system}\n\n{message.content}")
-            done = True
+        if message.role == "system":
+            pending.append(message.text)
+            continue
+        if pending and message.role == "user":
+            message = _prefixed(message, "\n\n".join(pending))
+            pending = []
         folded.append(message)
+    if pending:
+        folded.append(Message(role="user", content="\n\n".join(pending)))
     return folded
+
+
+def _prefixed(message: Message, text: str) -> Message:
+    """`message` with `text` before its own content (a part list keeps its parts)."""
+    if isinstance(message.content, str):
+        return message.with_text(f"{text}\n\n{message.content}")
+    return message.model_copy(update={"content": [TextPart(text=text), *message.content]})

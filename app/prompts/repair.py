@@ -53,6 +53,21 @@ class RepairLoop:
         """Every finished try so far: what the audit records when the call fails or is cancelled."""
         return self._attempts
 
+    def check(self, reply: ProviderReply) -> Answer:
+        """One answer checked without repairs (a stream's: it has already reached the caller)."""
+        if self.schema is None or reply.tool_calls:
+            return Answer(reply)
+        validation = validate_output(self.schema, reply.text, reply.payload)
+        self._attempts += (Attempt(1, validation.valid, validation.issues, reply.text),)
+        outcome = StructuredOutcome(
+            valid=validation.valid,
+            attempts=1,
+            mode=self.mode,
+            issues=None if validation.valid else validation.issues,
+        )
+        parsed = validation.parsed if validation.valid else None
+        return Answer(reply, parsed, outcome, self._attempts)
+
     async def run(self, call: ModelCall, messages: Sequence[Message]) -> Answer:
         conversation = tuple(messages)
         if self.schema is None:
@@ -60,6 +75,8 @@ class RepairLoop:
         usage = Usage(input_tokens=0, output_tokens=0, total_tokens=0)
         for number in range(1, self.limit + 1):
             reply = await call(conversation)
+            if reply.tool_calls:  # the model chose to call a tool: there is no output yet
+                return Answer(dataclasses.replace(reply, usage=usage.plus(reply.usage)))
             usage = usage.plus(reply.usage)
             validation = validate_output(self.schema, reply.text, reply.payload)
             self._attempts += (Attempt(number, validation.valid, validation.issues, reply.text),)

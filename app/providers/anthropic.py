@@ -17,9 +17,10 @@ import json
 from collections.abc import AsyncGenerator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from app.config import Settings
+from app.dialects import anthropic as dialect
 from app.errors import ProviderError
 from app.providers.base import (
     PLACEHOLDER_KEY,
@@ -27,8 +28,11 @@ from app.providers.base import (
     ProviderCall,
     ProviderDescriptor,
     ProviderReply,
+    ReasoningDelta,
     StreamEvent,
     TextDelta,
+    ToolCallAssembly,
+    ToolCallDelta,
     error_for_status,
     normalize_finish_reason,
     read_event,
@@ -38,7 +42,8 @@ from app.providers.base import (
     stream_failure,
     translate_sdk_errors,
 )
-from app.schemas import Usage
+from app.schemas import ReasoningBlock, ToolCall, Usage
+from app.schemas.conversation import arguments_text
 
 if TYPE_CHECKING:  # the SDK is imported when the provider is configured, not with the app
     import anthropic
@@ -46,13 +51,24 @@ if TYPE_CHECKING:  # the SDK is imported when the provider is configured, not wi
 OUTPUT_TOOL = "emit_output"
 _WRAPPED = "value"
 _PATH = "/v1/messages"
+# The adapter's own bound when a caller built a call without max_tokens; the preparer always
+# sets one (the model's output limit from the capabilities file).
+_FALLBACK_MAX_TOKENS = 4096
+# OpenAI's reasoning_effort → Anthropic's output_config.effort (its lowest is `low`).
+_EFFORT = {"none": "low", "minimal": "low", "low": "low", "medium": "medium", "high": "high"} | {
+    "xhigh": "xhigh"
+}
 
 
 class _Block(BaseModel):
     type: str
     text: str = ""
+    id: str | None = None
     name: str | None = None
     input: Any = None
+    thinking: str | None = None
+    signature: str | None = None
+    data: str | None = None
 
 
 class _Usage(BaseModel):
@@ -84,6 +100,10 @@ class _Message(BaseModel):
     usage: _Usage
 
 
+class _TokenCount(BaseModel):
+    input_tokens: int
+
+
 class _DeltaUsage(BaseModel):
     """`message_delta`'s usage: cumulative counts, the output always, the rest when known."""
 
@@ -98,9 +118,11 @@ class _StartMessage(BaseModel):
 
 
 class _EventDelta(BaseModel):
-    type: str | None = None  # text_delta, input_json_delta; absent on message_delta
+    type: str | None = None  # text_delta, input_json_delta, thinking_delta, signature_delta
     text: str | None = None
     partial_json: str | None = None
+    thinking: str | None = None
+    signature: str | None = None
     stop_reason: str | None = None
 
 
@@ -155,10 +177,100 @@ def _unwrap(schema: Mapping[str, Any], payload: Any) -> Any:
     return payload.get(_WRAPPED)
 
 
+def _forced_tool(call: ProviderCall) -> Mapping[str, Any] | None:
+    """The schema of the output tool the model is forced to call, when that is how the format
+    is enforced: on older models, and for "any JSON object" (a tool's input always is one, while
+    output_config.format wants a schema); None otherwise."""
+    if call.output is None:
+        return None
+    if call.output.via == "tool" or call.output.format.type == "json_object":
+        return call.output.format.schema_to_check
+    return None
+
+
+def _reasoning(block: _Block) -> ReasoningBlock:
+    if block.type == "redacted_thinking":
+        return ReasoningBlock(type="redacted_thinking", data=block.data)
+    return ReasoningBlock(type="thinking", thinking=block.thinking, signature=block.signature)
+
+
+class _StreamedBlocks:
+    """The content blocks of a stream as their events arrive: text and tool deltas go on to
+    the caller; the forced output tool's input and the reasoning are kept whole for the end."""
+
+    def __init__(self, output_tool: bool) -> None:
+        self.output_tool = output_tool
+        self.parts: list[str] = []
+        self.calls = ToolCallAssembly()
+        self.kinds: dict[int, str] = {}  # block index → "text" | "call" | "output" | "thinking"
+        self.call_number: dict[int, int] = {}  # block index → the call's position among calls
+        self.output_json: list[str] = []
+        self.reasoning: dict[int, dict[str, str]] = {}  # block index → what arrived of it
+
+    def start(self, index: int, block: _Block) -> StreamEvent | None:
+        if block.type == "tool_use" and self.output_tool and block.name == OUTPUT_TOOL:
+            self.kinds[index] = "output"
+        elif block.type == "tool_use":
+            self.kinds[index] = "call"
+            self.call_number[index] = number = len(self.call_number)
+            delta = ToolCallDelta(index=number, id=block.id, name=block.name)
+            self.calls.add(delta)
+            return delta
+        elif block.type in ("thinking", "redacted_thinking"):
+            self.kinds[index] = "thinking"
+            self.reasoning[index] = {"type": block.type, "data": block.data or ""}
+            if block.type == "redacted_thinking":
+                return ReasoningDelta(self._number(index), redacted=block.data or "")
+        return None
+
+    def _number(self, index: int) -> int:
+        """A reasoning block's position among the reasoning blocks."""
+        return sorted(self.reasoning).index(index)
+
+    def delta(self, index: int | None, delta: _EventDelta) -> StreamEvent | None:
+        kind = self.kinds.get(index) if index is not None else None
+        if delta.text:
+            self.parts.append(delta.text)
+            return TextDelta(delta.text)
+        if delta.partial_json is not None and kind == "output":
+            self.output_json.append(delta.partial_json)
+        elif delta.partial_json and kind == "call" and index is not None:
+            piece = ToolCallDelta(index=self.call_number[index], arguments=delta.partial_json)
+            self.calls.add(piece)
+            return piece
+        elif kind == "thinking" and index is not None:
+            held = self.reasoning[index]
+            if delta.thinking:
+                held["thinking"] = held.get("thinking", "") + delta.thinking
+                return ReasoningDelta(self._number(index), text=delta.thinking)
+            if delta.signature:
+                held["signature"] = held.get("signature", "") + delta.signature
+                return ReasoningDelta(self._number(index), signature=delta.signature)
+        return None
+
+    def reasoning_blocks(self) -> tuple[ReasoningBlock, ...]:
+        found = []
+        for index in sorted(self.reasoning):
+            held = self.reasoning[index]
+            if held["type"] == "redacted_thinking":
+                found.append(ReasoningBlock(type="redacted_thinking", data=held["data"]))
+            else:
+                found.append(
+                    ReasoningBlock(
+                        type="thinking",
+                        thinking=held.get("thinking", ""),
+                        signature=held.get("signature"),
+                    )
+                )
+        return tuple(found)
+
+
 class AnthropicProvider:
     name = "anthropic"
 
-    def __init__(self, client: anthropic.AsyncAnthropic, *, default_max_tokens: int) -> None:
+    def __init__(
+        self, client: anthropic.AsyncAnthropic, *, default_max_tokens: int | None = None
+    ) -> None:
         import anthropic
         import httpx2
 
@@ -167,29 +279,40 @@ class AnthropicProvider:
         # `object` as the event type makes the SDK hand over each decoded event untouched.
         self._events = anthropic.AsyncStream[object]
         self._client = client
-        self._default_max_tokens = default_max_tokens
+        self._default_max_tokens = default_max_tokens or _FALLBACK_MAX_TOKENS
 
     def request_kwargs(self, call: ProviderCall) -> dict[str, Any]:
         """The Messages API body: the system prompt is top-level, `max_tokens` is mandatory."""
+        system, messages = dialect.messages_to_wire(call.system, call.messages)
         body: dict[str, Any] = {
             "model": call.model,
             "max_tokens": call.params.max_tokens or self._default_max_tokens,
-            "messages": [{"role": m.role, "content": m.content} for m in call.messages],
+            "messages": messages,
         }
-        if call.system:
-            body["system"] = call.system
+        if system is not None:
+            body["system"] = system
         if call.params.stop:
             body["stop_sequences"] = call.params.stop
-        if call.output_schema is not None:
+        output_config: dict[str, Any] = {}
+        if call.params.reasoning_effort is not None:
+            output_config["effort"] = _EFFORT[call.params.reasoning_effort]
+        if call.tools is not None:
+            body |= dialect.toolset_to_wire(call.tools)
+        forced = _forced_tool(call)
+        if forced is not None:
             # Structured output through a forced tool whose input schema is the output schema.
             body["tools"] = [
                 {
                     "name": OUTPUT_TOOL,
                     "description": "Return the result.",
-                    "input_schema": _object_schema(call.output_schema),
+                    "input_schema": _object_schema(forced),
                 }
             ]
             body["tool_choice"] = {"type": "tool", "name": OUTPUT_TOOL}
+        elif call.output is not None:
+            output_config["format"] = dialect.output_format_to_wire(call.output.format)
+        if output_config:
+            body["output_config"] = output_config
         return body
 
     async def complete(self, call: ProviderCall) -> ProviderReply:
@@ -198,30 +321,59 @@ class AnthropicProvider:
                 _PATH, cast_to=self._raw, body=self.request_kwargs(call)
             )
         message = read_reply(self.name, _Message, response.content)
+        forced = _forced_tool(call)
         text = "".join(block.text for block in message.content if block.type == "text")
-        payload = next(
-            (
-                block.input
-                for block in message.content
-                if block.type == "tool_use" and block.name == OUTPUT_TOOL
-            ),
-            None,
-        )
-        if payload is not None and call.output_schema is not None:
-            payload = _unwrap(call.output_schema, payload)
-            text = json.dumps(payload, ensure_ascii=False)
+        payload = None
+        calls = []
+        for block in message.content:
+            if block.type != "tool_use":
+                continue
+            if forced is not None and block.name == OUTPUT_TOOL:
+                payload = _unwrap(forced, block.input)
+                text = json.dumps(payload, ensure_ascii=False)
+            else:
+                calls.append(self._call(block, response.headers.get("request-id")))
         return ProviderReply(
             text=text,
             finish_reason=normalize_finish_reason(message.stop_reason),
             usage=message.usage.normalized(),
             upstream_request_id=response.headers.get("request-id"),
             payload=payload,
+            tool_calls=tuple(calls),
+            reasoning=tuple(
+                _reasoning(block)
+                for block in message.content
+                if block.type in ("thinking", "redacted_thinking")
+            ),
         )
 
+    async def count_tokens(self, call: ProviderCall) -> int:
+        """POST /v1/messages/count_tokens: the body of the call, without what only an answer
+        needs (max_tokens, stop sequences)."""
+        body = self.request_kwargs(call)
+        for name in ("max_tokens", "stop_sequences"):
+            body.pop(name, None)
+        with translate_sdk_errors(self.name, self._sdk):
+            response = await self._client.post(
+                _PATH + "/count_tokens", cast_to=self._raw, body=body
+            )
+        return read_reply(self.name, _TokenCount, response.content).input_tokens
+
+    def _call(self, block: _Block, request_id: str | None) -> ToolCall:
+        try:
+            arguments = arguments_text(block.input if block.input is not None else {})
+            return ToolCall(id=block.id or "", name=block.name or "", arguments=arguments)
+        except ValidationError:
+            raise ProviderError(
+                "anthropic answered unexpectedly: a tool_use block has no valid id or name",
+                provider=self.name,
+                upstream_request_id=request_id,
+            ) from None
+
     async def stream(self, call: ProviderCall) -> AsyncGenerator[StreamEvent, None]:
-        """message_start (input usage), content_block_delta (text), message_delta (stop reason,
-        output usage), message_stop. A forced tool's input arrives as JSON fragments: it is
-        parsed whole at the end and sent as one delta, the same text `complete` gives."""
+        """message_start (input usage), content_block_start / _delta (text, tool input JSON,
+        thinking), message_delta (stop reason, output usage), message_stop. A forced output
+        tool's input is parsed whole at the end and sent as one delta, as `complete` gives it."""
         with translate_sdk_errors(self.name, self._sdk):
             events = await self._client.post(
                 _PATH,
@@ -231,9 +383,8 @@ class AnthropicProvider:
                 stream_cls=self._events,
             )
         request_id = events.response.headers.get("request-id")
-        parts: list[str] = []
-        tool_json: list[str] = []
-        tool_index: int | None = None
+        forced = _forced_tool(call)
+        blocks = _StreamedBlocks(output_tool=forced is not None)
         usage: _Usage | None = None
         stop_reason: str | None = None
         stopped = False
@@ -254,18 +405,13 @@ class AnthropicProvider:
                     raise failure from None
                 event = read_event(self.name, _Event, data)
                 kind, delta = event.type, event.delta
+                found: StreamEvent | None = None
                 if kind == "content_block_delta" and delta is not None:
-                    if delta.text:
-                        parts.append(delta.text)
-                        yield TextDelta(delta.text)
-                    elif delta.partial_json and event.index == tool_index:
-                        tool_json.append(delta.partial_json)
+                    found = blocks.delta(event.index, delta)
+                elif kind == "content_block_start" and event.content_block is not None:
+                    found = blocks.start(event.index or 0, event.content_block)
                 elif kind == "message_start" and event.message is not None:
                     usage = event.message.usage
-                elif kind == "content_block_start" and event.content_block is not None:
-                    block = event.content_block
-                    if block.type == "tool_use" and block.name == OUTPUT_TOOL:
-                        tool_index = event.index
                 elif kind == "message_delta":
                     if delta is not None and delta.stop_reason is not None:
                         stop_reason = delta.stop_reason
@@ -274,11 +420,13 @@ class AnthropicProvider:
                         usage = usage.model_copy(update=counts)
                 elif kind == "message_stop":
                     stopped = True
+                if found is not None:
+                    yield found
         if not stopped or stop_reason is None or usage is None:
             raise stream_cut(self.name, request_id)
-        text, payload = "".join(parts), None
-        if tool_index is not None and call.output_schema is not None:
-            payload = _unwrap(call.output_schema, self._tool_input(tool_json, request_id))
+        text, payload = "".join(blocks.parts), None
+        if forced is not None and "output" in blocks.kinds.values():
+            payload = _unwrap(forced, self._tool_input(blocks.output_json, request_id))
             text = json.dumps(payload, ensure_ascii=False)
             yield TextDelta(text)
         yield ProviderReply(
@@ -287,6 +435,8 @@ class AnthropicProvider:
             usage=usage.normalized(),
             upstream_request_id=request_id,
             payload=payload,
+            tool_calls=blocks.calls.calls(self.name),
+            reasoning=blocks.reasoning_blocks(),
         )
 
     def _tool_input(self, fragments: list[str], request_id: str | None) -> Any:
@@ -325,8 +475,13 @@ def _build(settings: Settings) -> Provider | None:
 
 DESCRIPTOR = ProviderDescriptor(
     name="anthropic",
-    # The Messages API of SDK 2.x takes no sampling parameters (temperature, top_p) and no seed.
-    supported_params=frozenset({"max_tokens", "stop"}),
+    supported_params=frozenset({"max_tokens", "stop", "reasoning_effort"}),
     how_to_configure="set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL)",
     build=_build,
+    # The Messages API has no sampling controls (temperature, top_p, penalties), no seed and no
+    # verbosity: set, they are dropped, and the envelope's `params` shows they were not sent.
+    ignored_params=frozenset(
+        {"temperature", "top_p", "seed", "presence_penalty", "frequency_penalty", "verbosity"}
+    ),
+    requires_max_tokens=True,
 )

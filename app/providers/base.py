@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -22,7 +22,25 @@ from app.errors import (
     UpstreamRejected,
     UpstreamTimeout,
 )
-from app.schemas import FinishReason, Message, ModelParams, Usage
+from app.schemas import (
+    FinishReason,
+    Message,
+    ModelParams,
+    ReasoningBlock,
+    ResponseFormat,
+    ToolCall,
+    ToolSet,
+    Usage,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NativeOutput:
+    """An output format the provider is to enforce itself: through its own format field, or
+    (Anthropic's older models) a tool the model is forced to call."""
+
+    format: ResponseFormat
+    via: Literal["format", "tool"] = "format"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +51,9 @@ class ProviderCall:
     system: str
     messages: tuple[Message, ...]
     params: ModelParams
-    # Set only when the provider is to enforce the schema natively.
-    output_schema: Mapping[str, Any] | None = None
+    tools: ToolSet | None = None
+    # Set only when the provider is to enforce the format natively.
+    output: NativeOutput | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +63,8 @@ class ProviderReply:
     usage: Usage
     upstream_request_id: str | None = None
     payload: Any | None = None  # structured output that arrived already parsed (a tool's input)
+    tool_calls: tuple[ToolCall, ...] = ()
+    reasoning: tuple[ReasoningBlock, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +74,66 @@ class TextDelta:
     text: str
 
 
-StreamEvent = TextDelta | ProviderReply
-"""What `Provider.stream` yields: text deltas, then one ProviderReply with the whole answer."""
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A piece of a streamed tool call: the first names the call (`id`, `name`), the rest add
+    fragments of its JSON `arguments`. `index` tells the calls of one answer apart."""
+
+    index: int
+    arguments: str = ""
+    id: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """A piece of streamed reasoning (Anthropic's thinking): `index` tells its blocks apart; a
+    block's signature, or a redacted block's encrypted data, arrives whole in one piece."""
+
+    index: int
+    text: str = ""
+    signature: str = ""
+    redacted: str | None = None
+
+
+StreamEvent = TextDelta | ToolCallDelta | ReasoningDelta | ProviderReply
+"""What `Provider.stream` yields: deltas in order, then one ProviderReply with the whole answer
+(its tool calls and reasoning complete)."""
+
+
+class ToolCallAssembly:
+    """Tool calls put together from their streamed pieces, in the order of their index."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, tuple[str, str, list[str]]] = {}
+
+    def add(self, delta: ToolCallDelta) -> None:
+        known = self._calls.get(delta.index)
+        if known is None:
+            known = self._calls[delta.index] = (delta.id or "", delta.name or "", [])
+        elif delta.id or delta.name:  # a server may spell the head across pieces
+            known = self._calls[delta.index] = (
+                known[0] or delta.id or "",
+                known[1] or delta.name or "",
+                known[2],
+            )
+        known[2].append(delta.arguments)
+
+    def calls(self, provider: str) -> tuple[ToolCall, ...]:
+        """The whole calls; a call without an id or a name is the provider's fault."""
+        found = []
+        for index in sorted(self._calls):
+            call_id, name, pieces = self._calls[index]
+            try:
+                found.append(ToolCall(id=call_id, name=name, arguments="".join(pieces) or "{}"))
+            except ValidationError:
+                raise ProviderError(
+                    f"{provider} answered unexpectedly: streamed tool call {index} has no "
+                    "valid id or name",
+                    provider=provider,
+                ) from None
+        return tuple(found)
+
 
 ALL_PARAMS = frozenset(ModelParams.model_fields)
 # A compatible server reached through a base URL often needs no key; the SDKs insist on one.
@@ -79,6 +158,15 @@ class Provider(Protocol):
     async def aclose(self) -> None: ...
 
 
+@runtime_checkable
+class CountsTokens(Protocol):
+    """A provider that counts a prompt's tokens without answering it (Anthropic)."""
+
+    async def count_tokens(self, call: ProviderCall) -> int:
+        """The input tokens `call` would use; raises only ProviderError subclasses."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class ProviderDescriptor:
     """Everything the gateway knows about one provider, so adding one touches one module."""
@@ -90,6 +178,20 @@ class ProviderDescriptor:
     how_to_configure: str
     # Builds the adapter and its long-lived client, or None when settings leave it unconfigured.
     build: Callable[[Settings], Provider | None]
+    # Params the provider has no control for, dropped when set (the envelope's `params` shows
+    # what was sent); any other unsupported param changes the answer and is refused.
+    ignored_params: frozenset[str] = frozenset()
+    # The API refuses a call without `max_tokens`: the model's output limit is sent then.
+    requires_max_tokens: bool = False
+
+    def refused_params(self, params: ModelParams) -> list[str]:
+        """The params set in `params` that this provider can neither send nor ignore."""
+        allowed = self.supported_params | self.ignored_params
+        return [
+            name
+            for name in type(params).model_fields
+            if getattr(params, name) is not None and name not in allowed
+        ]
 
 
 _FINISH_REASONS: dict[str, FinishReason] = {
@@ -138,8 +240,10 @@ def error_for_status(
     headers: Mapping[str, str] | None = None,
     request_id: str | None = None,
     detail: str = "",
+    code: str | None = None,
 ) -> ProviderError:
-    """Map an upstream HTTP status to our hierarchy; never by reading message strings."""
+    """Map an upstream HTTP status to our hierarchy; never by reading message strings. `code` is
+    the provider's structured error code, kept for the caller (context_length_exceeded…)."""
     suffix = f": {detail}" if detail else ""
     if status == 429:
         return UpstreamRateLimited(
@@ -166,6 +270,7 @@ def error_for_status(
         provider=provider,
         upstream_status=status,
         upstream_request_id=request_id,
+        upstream_code=code,
     )
 
 
@@ -173,12 +278,6 @@ def safe_detail(message: object, limit: int = 300) -> str:
     """A short, single-line upstream message for the caller (never a stack trace)."""
     text = " ".join(str(message or "").split())
     return text[:limit]
-
-
-def chat_messages(call: ProviderCall) -> list[dict[str, str]]:
-    """Chat-completions style messages: the system prompt, when there is one, comes first."""
-    messages = [{"role": "system", "content": call.system}] if call.system else []
-    return messages + [{"role": m.role, "content": m.content} for m in call.messages]
 
 
 @contextlib.contextmanager
@@ -191,12 +290,14 @@ def translate_sdk_errors(provider: str, sdk: ModuleType) -> Iterator[None]:
     except sdk.APIConnectionError:
         raise UpstreamError(f"could not reach {provider}", provider=provider) from None
     except sdk.APIStatusError as exc:
+        code = getattr(exc, "code", None)  # openai's APIError has one; anthropic's has none
         raise error_for_status(
             provider,
             exc.status_code,
             headers=exc.response.headers,
             request_id=exc.request_id,
             detail=safe_detail(exc.message),
+            code=code if isinstance(code, str) else None,
         ) from None
     except sdk.APIError as exc:  # e.g. a body the SDK could not parse
         raise ProviderError(

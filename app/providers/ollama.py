@@ -1,5 +1,10 @@
 """Ollama through `ollama.AsyncClient`; params travel in `options` under Ollama's names.
 
+The body is sent through the client's `_request` (what its own `chat` calls) as the JSON the
+gateway built, not through `chat`'s request models: those keep only a few JSON-schema keywords of
+a tool's parameters, and they read an image string that names an existing path as a file to
+upload. The SDK still owns the connection, the NDJSON stream and its response models.
+
 The SDK's `ResponseError` keeps the status but drops the headers, and with them a 429's
 `Retry-After`; so the client built here carries an httpx response hook that raises our error,
 headers read, before the SDK sees the answer. An adapter given a plain client still maps
@@ -12,23 +17,25 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncGenerator
-from typing import Any
+import uuid
+from collections.abc import AsyncGenerator, Sequence
+from typing import Any, cast
 
 import httpx
 import ollama
+from pydantic import ValidationError
 
 from app.config import Settings
+from app.dialects import ollama as dialect
 from app.errors import ProviderError, UpstreamError, UpstreamTimeout
 from app.providers.base import (
-    ALL_PARAMS,
     Provider,
     ProviderCall,
     ProviderDescriptor,
     ProviderReply,
     StreamEvent,
     TextDelta,
-    chat_messages,
+    ToolCallDelta,
     connection_lost,
     error_for_status,
     normalize_finish_reason,
@@ -37,17 +44,50 @@ from app.providers.base import (
     stream_stalled,
     total_tokens,
 )
-from app.schemas import Usage
+from app.schemas import FinishReason, ToolCall, Usage
+from app.schemas.conversation import arguments_text
 
 NAME = "ollama"
-# Our parameter names → Ollama's `options` keys.
+_PATH = "/api/chat"
+# Our parameter names → Ollama's `options` keys (reasoning_effort is the top-level `think`).
 _OPTION_NAMES = {
     "temperature": "temperature",
     "max_tokens": "num_predict",
     "top_p": "top_p",
     "stop": "stop",
     "seed": "seed",
+    "presence_penalty": "presence_penalty",
+    "frequency_penalty": "frequency_penalty",
 }
+_THINK: dict[str, bool | str] = {
+    "none": False,
+    "minimal": "low",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "high",
+}
+
+
+def _new_id() -> str:
+    """Ollama's tool calls have no id; OpenAI and Anthropic clients need one per call."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def _calls(message: ollama.Message) -> tuple[ToolCall, ...]:
+    try:
+        return tuple(
+            ToolCall(
+                id=_new_id(),
+                name=call.function.name,
+                arguments=arguments_text(dict(call.function.arguments or {})),
+            )
+            for call in message.tool_calls or ()
+        )
+    except ValidationError:
+        raise ProviderError(
+            "ollama answered unexpectedly: a tool call has no valid name", provider=NAME
+        ) from None
 
 
 async def raise_for_status(response: httpx.Response) -> None:
@@ -87,17 +127,25 @@ class OllamaProvider:
     @staticmethod
     def request_kwargs(call: ProviderCall) -> dict[str, Any]:
         """The /api/chat body: params go in `options` under Ollama's own names."""
-        messages = chat_messages(call)
+        messages = dialect.messages_to_wire(call.system, call.messages)
         params = call.params.model_dump(exclude_none=True)
+        think = params.pop("reasoning_effort", None)
         options = {_OPTION_NAMES[key]: value for key, value in params.items()}
-        body = {"model": call.model, "messages": messages, "options": options, "stream": False}
-        if call.output_schema is not None:
-            body["format"] = dict(call.output_schema)  # Ollama constrains decoding to the schema
+        body: dict[str, Any] = {"model": call.model, "messages": messages, "options": options}
+        body["stream"] = False
+        if think is not None:
+            body["think"] = _THINK[think]
+        if call.tools is not None:
+            body |= dialect.toolset_to_wire(call.tools)
+        if call.output is not None:  # Ollama constrains decoding to the schema
+            body["format"] = dialect.format_to_wire(call.output.format)
         return body
 
     async def complete(self, call: ProviderCall) -> ProviderReply:
         try:
-            result = await self._client.chat(**self.request_kwargs(call))
+            result = await self._client._request(
+                ollama.ChatResponse, "POST", _PATH, json=self.request_kwargs(call)
+            )
         except ollama.ResponseError as exc:
             raise error_for_status(
                 self.name, exc.status_code, detail=safe_detail(exc.error)
@@ -110,18 +158,24 @@ class OllamaProvider:
             raise ProviderError(
                 "ollama answered unexpectedly: the body is not a chat response", provider=self.name
             ) from None
+        calls = _calls(result.message)
         return ProviderReply(
             text=result.message.content or "",
-            finish_reason=normalize_finish_reason(result.done_reason),
+            finish_reason=_finish(result.done_reason, calls),
             usage=_usage(result),
+            tool_calls=calls,
         )
 
     async def stream(self, call: ProviderCall) -> AsyncGenerator[StreamEvent, None]:
         """NDJSON chunks; the last one has `done: true`, the stop reason and the counts."""
         body = {**self.request_kwargs(call), "stream": True}
         # The SDK sends the request on the first iteration, so every error surfaces there.
-        chunks: AsyncGenerator[ollama.ChatResponse, None] = await self._client.chat(**body)
+        chunks = cast(
+            AsyncGenerator[ollama.ChatResponse, None],
+            await self._client._request(ollama.ChatResponse, "POST", _PATH, json=body, stream=True),
+        )
         parts: list[str] = []
+        calls: list[ToolCall] = []
         last: ollama.ChatResponse | None = None
         # aclosing: the SDK's generator holds the response open until it is closed.
         async with contextlib.aclosing(chunks):
@@ -139,13 +193,17 @@ class OllamaProvider:
                 if chunk.message.content:
                     parts.append(chunk.message.content)
                     yield TextDelta(chunk.message.content)
+                for found in _calls(chunk.message):  # each arrives whole, in one chunk
+                    yield ToolCallDelta(len(calls), found.arguments, found.id, found.name)
+                    calls.append(found)
                 # `done` is the last line: reading on to the body's end frees the connection.
         if last is None or not last.done:
             raise stream_cut(self.name, None)
         yield ProviderReply(
             text="".join(parts),
-            finish_reason=normalize_finish_reason(last.done_reason),
+            finish_reason=_finish(last.done_reason, calls),
             usage=_usage(last),
+            tool_calls=tuple(calls),
         )
 
     def _failure(self, exc: Exception, *, started: bool) -> ProviderError | None:
@@ -181,6 +239,11 @@ class OllamaProvider:
         await self._client.close()  # type: ignore[no-untyped-call]
 
 
+def _finish(done_reason: str | None, calls: Sequence[ToolCall]) -> FinishReason:
+    """Ollama ends a turn of tool calls with `stop`: OpenAI's clients expect `tool_calls`."""
+    return "tool_calls" if calls else normalize_finish_reason(done_reason)
+
+
 def _unreachable() -> UpstreamError:
     return UpstreamError("could not reach ollama; is it running at OLLAMA_HOST?", provider=NAME)
 
@@ -194,7 +257,8 @@ def _build(settings: Settings) -> Provider:
 
 DESCRIPTOR = ProviderDescriptor(
     name="ollama",
-    supported_params=ALL_PARAMS,
+    supported_params=frozenset({*_OPTION_NAMES, "reasoning_effort"}),
     how_to_configure="set OLLAMA_HOST",
     build=_build,
+    ignored_params=frozenset({"verbosity"}),  # no such control; logit_bias is refused
 )

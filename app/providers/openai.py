@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel, SecretStr, ValidationError
 
 from app.config import Settings
-from app.errors import UpstreamError
+from app.dialects import openai as dialect
+from app.errors import ProviderError, UpstreamError
 from app.providers.base import (
     ALL_PARAMS,
     PLACEHOLDER_KEY,
@@ -30,7 +31,8 @@ from app.providers.base import (
     ProviderReply,
     StreamEvent,
     TextDelta,
-    chat_messages,
+    ToolCallAssembly,
+    ToolCallDelta,
     normalize_finish_reason,
     read_event,
     read_reply,
@@ -38,7 +40,7 @@ from app.providers.base import (
     stream_failure,
     translate_sdk_errors,
 )
-from app.schemas import Usage
+from app.schemas import ToolCall, Usage
 
 if TYPE_CHECKING:  # the SDK is imported when the provider is configured, not with the app
     import openai
@@ -75,8 +77,32 @@ class _Usage(BaseModel):
         )
 
 
+class _Function(BaseModel):
+    name: str
+    arguments: str = ""
+
+
+class _ToolCall(BaseModel):
+    id: str
+    function: _Function
+
+
 class _Message(BaseModel):
     content: str | None = None
+    refusal: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+    def calls(self, provider: str) -> tuple[ToolCall, ...]:
+        try:
+            return tuple(
+                ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments or "{}")
+                for c in self.tool_calls or ()
+            )
+        except ValidationError:
+            raise ProviderError(
+                f"{provider} answered unexpectedly: a tool call has no valid id or name",
+                provider=provider,
+            ) from None
 
 
 class _Choice(BaseModel):
@@ -91,8 +117,21 @@ class _ChatCompletion(BaseModel):
     usage: _Usage | None = None
 
 
+class _FunctionDelta(BaseModel):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _ToolCallDelta(BaseModel):
+    index: int = 0
+    id: str | None = None
+    function: _FunctionDelta | None = None
+
+
 class _Delta(BaseModel):
     content: str | None = None
+    refusal: str | None = None
+    tool_calls: list[_ToolCallDelta] | None = None
 
 
 class _ChunkChoice(BaseModel):
@@ -125,16 +164,15 @@ class OpenAIProvider:
     @staticmethod
     def request_kwargs(call: ProviderCall) -> dict[str, Any]:
         """The exact chat.completions body: the system prompt is the first message."""
-        messages = chat_messages(call)
+        messages = dialect.messages_to_wire(call.system, call.messages)
         params = call.params.model_dump(exclude_none=True)
         if "max_tokens" in params:  # the current name; `max_tokens` is refused by newer models
             params["max_completion_tokens"] = params.pop("max_tokens")
         body: dict[str, Any] = {"model": call.model, "messages": messages, **params}
-        if call.output_schema is not None:
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "output", "schema": dict(call.output_schema)},
-            }
+        if call.tools is not None:
+            body |= dialect.toolset_to_wire(call.tools)
+        if call.output is not None:
+            body["response_format"] = dialect.response_format_to_wire(call.output.format)
         return body
 
     async def complete(self, call: ProviderCall) -> ProviderReply:
@@ -146,11 +184,14 @@ class OpenAIProvider:
         if not result.choices:
             raise UpstreamError(f"{self.name} returned no choices", provider=self.name)
         choice = result.choices[0]
+        message = choice.message
         return ProviderReply(
-            text=choice.message.content or "",
+            # A refusal is what the model said instead of an answer: the caller reads it.
+            text=message.content or message.refusal or "",
             finish_reason=normalize_finish_reason(choice.finish_reason),
             usage=result.usage.normalized() if result.usage else Usage(),
             upstream_request_id=response.headers.get("x-request-id"),
+            tool_calls=message.calls(self.name),
         )
 
     async def stream(self, call: ProviderCall) -> AsyncGenerator[StreamEvent, None]:
@@ -171,6 +212,7 @@ class OpenAIProvider:
             )
         request_id = chunks.response.headers.get("x-request-id")
         parts: list[str] = []
+        calls = ToolCallAssembly()
         finish: str | None = None
         usage: _Usage | None = None
         started = False
@@ -196,9 +238,21 @@ class OpenAIProvider:
                         continue
                     if choice.finish_reason is not None:
                         finish = choice.finish_reason
-                    if choice.delta is not None and choice.delta.content:
-                        parts.append(choice.delta.content)
-                        yield TextDelta(choice.delta.content)
+                    if choice.delta is None:
+                        continue
+                    text = choice.delta.content or choice.delta.refusal
+                    if text:
+                        parts.append(text)
+                        yield TextDelta(text)
+                    for piece in choice.delta.tool_calls or ():
+                        delta = ToolCallDelta(
+                            index=piece.index,
+                            id=piece.id,
+                            name=piece.function.name if piece.function else None,
+                            arguments=(piece.function.arguments if piece.function else None) or "",
+                        )
+                        calls.add(delta)
+                        yield delta
         # The SDK ends a cut stream silently: only the finish reason tells a whole answer.
         if finish is None:
             raise stream_cut(self.name, request_id)
@@ -207,6 +261,7 @@ class OpenAIProvider:
             finish_reason=normalize_finish_reason(finish),
             usage=usage.normalized() if usage else Usage(),
             upstream_request_id=request_id,
+            tool_calls=calls.calls(self.name),
         )
 
     async def aclose(self) -> None:

@@ -72,13 +72,17 @@ class ProviderRegistry:
         return provider
 
     @staticmethod
-    def supported_params(name: str) -> frozenset[str]:
-        """What a provider accepts, known even when it is not configured (for dry runs).
+    def descriptor(name: str) -> ProviderDescriptor:
+        """What is known of a provider even when it is not configured (for dry runs).
 
         A name that is not built in is a configured endpoint (model names are checked against
         `provider_names` before they get here), and endpoints speak the OpenAI API.
         """
-        return DESCRIPTORS.get(name, openai.DESCRIPTOR).supported_params
+        return DESCRIPTORS.get(name, openai.DESCRIPTOR)
+
+    @staticmethod
+    def supported_params(name: str) -> frozenset[str]:
+        return ProviderRegistry.descriptor(name).supported_params
 
     def status(self) -> dict[str, bool]:
         return {name: name in self._providers for name in self._known}

@@ -11,7 +11,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-Requirement = Literal["system_prompt", "structured_output", "tools", "streaming"]
+from app.errors import Shortfall
+
+Requirement = Literal["system_prompt", "structured_output", "tools", "streaming", "images"]
 CHARS_PER_TOKEN = 4
 """A deliberately rough estimate, used only to compare a prompt against a context limit."""
 
@@ -23,6 +25,13 @@ class Capabilities(BaseModel):
     supports_structured_output: bool = False
     supports_tools: bool = False
     supports_streaming: bool = False
+    supports_images: bool = False
+    supports_image_urls: bool = True  # an image by URL, fetched by the provider (else data: only)
+    supports_tool_choice: bool = True  # a call can be forced (`required`, or a named tool)
+    # How a schema is enforced when structured output is native: the provider's own output
+    # format (OpenAI's response_format, Anthropic's output_config, Ollama's format) or a tool the
+    # model is forced to call (Anthropic models older than its structured outputs).
+    structured_output_via: Literal["format", "tool"] = "format"
     context_tokens: int = Field(default=8192, ge=1)
     output_tokens: int = Field(default=4096, ge=1)
 
@@ -95,15 +104,52 @@ class CapabilityCatalog:
         requires: Sequence[Requirement] = (),
         max_tokens: int = 0,
         prompt_chars: int = 0,
-    ) -> list[str]:
+        image_urls: bool = False,
+        forced_tool_choice: bool = False,
+    ) -> list[Shortfall]:
         """What the model lacks to serve a request, in words for the caller; empty when capable."""
         caps = self.for_model(provider, model)
         found = [
-            f"no {need.replace('_', ' ')} support" for need in requires if not caps.supports(need)
+            Shortfall(f"no {_WORDS.get(need, need)} support", kind=need, param=_PARAMS.get(need))
+            for need in requires
+            if not caps.supports(need)
         ]
+        if image_urls and caps.supports_images and not caps.supports_image_urls:
+            found.append(
+                Shortfall(
+                    "images only as data: URIs (the gateway never fetches an image URL)",
+                    kind="image_urls",
+                    param="messages",
+                )
+            )
+        if forced_tool_choice and caps.supports_tools and not caps.supports_tool_choice:
+            found.append(
+                Shortfall(
+                    "no way to force a tool call (tool_choice required or a named tool)",
+                    kind="tool_choice",
+                    param="tool_choice",
+                )
+            )
         if max_tokens > caps.output_tokens:
-            found.append(f"max_tokens {max_tokens} exceeds its output limit {caps.output_tokens}")
+            found.append(
+                Shortfall(
+                    f"max_tokens {max_tokens} exceeds its output limit {caps.output_tokens}",
+                    kind="output_limit",
+                    param="max_tokens",
+                )
+            )
         needed = prompt_chars // CHARS_PER_TOKEN + max_tokens
         if needed > caps.context_tokens:
-            found.append(f"~{needed} tokens exceed its context of {caps.context_tokens}")
+            found.append(
+                Shortfall(
+                    f"~{needed} tokens exceed its context of {caps.context_tokens}",
+                    kind="context",
+                    param="messages",
+                )
+            )
         return found
+
+
+_WORDS = {"system_prompt": "system prompt", "structured_output": "structured output"}
+# The OpenAI request field behind each requirement, for the door's `param`.
+_PARAMS = {"tools": "tools", "images": "messages", "structured_output": "response_format"}

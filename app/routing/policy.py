@@ -23,6 +23,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from app.config import Settings, task_model_env_name
 from app.errors import CapabilityMissing, ConfigurationProblems, InvalidModel
 from app.providers.registry import PROVIDER_NAMES, provider_names
+from app.routing.aliases import ModelAliases
 from app.schemas import MODEL, ModelChoice, ModelSource
 
 _MODEL = re.compile(MODEL)
@@ -32,15 +33,25 @@ CHAIN = (
 )
 
 
-def split_model(model: str, providers: Collection[str] = PROVIDER_NAMES) -> tuple[str, str]:
+def split_model(
+    model: str,
+    providers: Collection[str] = PROVIDER_NAMES,
+    aliases: ModelAliases | None = None,
+) -> tuple[str, str]:
     """`provider/model` → (provider, model); the model part may itself contain `/` or `:`.
 
-    `providers` are the names known (`provider_names(settings)` adds configured endpoints).
+    `providers` are the names known (`provider_names(settings)` adds configured endpoints); a
+    name that does not start with one is looked up in `aliases` (a bare id, `gpt-4o-mini`).
     """
     provider, sep, name = model.strip().partition("/")
+    if aliases is not None and provider.lower() not in providers:
+        resolved = aliases.resolve(model.strip())
+        if resolved is not None:
+            return split_model(resolved, providers)
     if not sep or not provider or not name:
         raise InvalidModel(
-            f"Model {model!r} must be written 'provider/model', e.g. 'openai/gpt-4o-mini'."
+            f"Model {model!r} must be written 'provider/model' (e.g. 'openai/gpt-4o-mini') or "
+            "be a model id the alias map knows (model_aliases)."
         )
     if not _MODEL.fullmatch(model.strip()):  # the rule a request's `model` is held to
         raise InvalidModel(
@@ -71,6 +82,9 @@ def configured_models(settings: Settings) -> Iterator[tuple[str, str]]:
             yield f"fallbacks.{key}[{index}]", model
     for index, model in enumerate(settings.capable_fallback_models):
         yield f"GENAI_CAPABLE_FALLBACK_MODELS[{index}]", model
+    for alias, target in settings.model_aliases.items():
+        if "/" in target:
+            yield f"model_aliases.{alias}", target
 
 
 # A variable that looks like GENAI_MODEL_<TASK> but once meant something else.
@@ -83,13 +97,21 @@ _RETIRED = {
 def model_setting_problems(settings: Settings) -> list[tuple[str, str]]:
     """(setting, problem) for each configured model that is not a usable `provider/model`."""
     known = provider_names(settings)
-    problems = []
+    aliases = ModelAliases(settings.model_aliases)
+    problems = [
+        (
+            f"model_aliases.{alias}",
+            f"{target!r} is not a known provider: use one of {', '.join(known)}",
+        )
+        for alias, target in settings.model_aliases.items()
+        if "/" not in target and target not in known
+    ]
     for setting, model in configured_models(settings):
         if setting in _RETIRED:
             problems.append((setting, _RETIRED[setting]))
             continue
         try:
-            split_model(model, known)
+            split_model(model, known, aliases)
         except InvalidModel as exc:
             problems.append((setting, exc.message))
     return problems
@@ -109,6 +131,7 @@ class ModelSelectionPolicy:
         env_task_models: Mapping[str, str] | None = None,
         capable_fallbacks: Sequence[str] = (),
         providers: Collection[str] = PROVIDER_NAMES,
+        aliases: ModelAliases | None = None,
     ) -> None:
         self.default_model = default_model
         self.model = model
@@ -118,6 +141,7 @@ class ModelSelectionPolicy:
         self.env_task_models = dict(env_task_models or {})  # by variable name
         self.capable_fallbacks = tuple(capable_fallbacks)
         self.providers = tuple(providers)
+        self.aliases = aliases or ModelAliases()
         every = (
             default_model,
             model,
@@ -146,11 +170,13 @@ class ModelSelectionPolicy:
             env_task_models=settings.env_task_models,
             capable_fallbacks=settings.capable_fallback_models,
             providers=provider_names(settings),
+            aliases=ModelAliases(settings.model_aliases),
         )
 
     def split(self, model: str) -> tuple[str, str]:
-        """`split_model` against the providers this policy knows (endpoints included)."""
-        return split_model(model, self.providers)
+        """`split_model` against the providers this policy knows (endpoints included) and its
+        alias map."""
+        return split_model(model, self.providers, self.aliases)
 
     def choice(self, model: str, source: ModelSource, reason: str) -> ModelChoice:
         provider, name = self.split(model)
@@ -192,7 +218,7 @@ class ModelSelectionPolicy:
         )
 
     def choose_capable(
-        self, first: ModelChoice, shortfalls: Callable[[ModelChoice], list[str]]
+        self, first: ModelChoice, shortfalls: Callable[[ModelChoice], Sequence[str]]
     ) -> ModelChoice:
         """Keep `first` if it can serve the request, else the first capable configured fallback.
 

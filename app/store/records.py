@@ -93,6 +93,7 @@ class JobOutcome(_Row):
     latency_ms: float | None = None
     upstream_latency_ms: float | None = None
     response_redacted: str | None = None
+    response_tool_calls: list[dict[str, Any]] | None = None  # arguments redacted
     attempts: list[dict[str, Any]] | None = None  # every upstream call
     output_attempts: list[dict[str, Any]] | None = None  # structured-output tries
     escaped_fields: tuple[str, ...] | None = None

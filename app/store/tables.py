@@ -131,6 +131,8 @@ class Job(Base):
 
     prompt_redacted: Mapped[dict[str, Any]] = mapped_column(JSONType)
     response_redacted: Mapped[str | None] = mapped_column(Text)
+    # The tool calls the model answered with, their arguments redacted.
+    response_tool_calls: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
     redaction_map: Mapped[dict[str, Any]] = mapped_column(JSONType)
     snippet_ids: Mapped[list[Any]] = mapped_column(JSONType)
     replay_inputs: Mapped[bytes | None] = mapped_column(LargeBinary)

@@ -2,6 +2,7 @@
 
 from app.tracking.fingerprints import (
     canonical_json,
+    continuation_hash,
     pattern_content_hash,
     sha256_hex,
     template_checksum,
@@ -13,6 +14,7 @@ from app.tracking.provenance import build_provenance
 __all__ = [
     "build_provenance",
     "canonical_json",
+    "continuation_hash",
     "pattern_content_hash",
     "sha256_hex",
     "template_checksum",

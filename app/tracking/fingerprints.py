@@ -6,7 +6,7 @@ import datetime as dt
 import enum
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
@@ -61,3 +61,8 @@ def variables_hash(variables: Mapping[str, Any]) -> str:
 
 def user_prompt_hash(user_prompt: str) -> str:
     return sha256_hex(user_prompt.encode("utf-8"))
+
+
+def continuation_hash(turns: Sequence[Mapping[str, Any]]) -> str:
+    """The turns after the user prompt, each as its JSON form (unused fields left out)."""
+    return sha256_hex(canonical_json(list(turns)).encode("utf-8"))

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.schemas import Provenance
-from app.tracking.fingerprints import user_prompt_hash, variables_hash
+from app.schemas import Message, Provenance
+from app.tracking.fingerprints import continuation_hash, user_prompt_hash, variables_hash
 
 
 def build_provenance(
@@ -19,9 +19,14 @@ def build_provenance(
     provider: str,
     model: str,
     snippet_ids: list[str] | None = None,
+    continuation: Sequence[Message] = (),
 ) -> Provenance:
-    """Fingerprint the effective variables (defaults merged) and the verbatim user prompt."""
+    """Fingerprint the effective variables (defaults merged), the verbatim user prompt and, when
+    there is one, the continuation after it (which makes the provenance prov-2)."""
+    turns = [turn.model_dump(mode="json") for turn in continuation]
     return Provenance(
+        schema_version="prov-2" if turns else "prov-1",
+        continuation_hash=continuation_hash(turns) if turns else None,
         pattern_name=pattern_name,
         pattern_base_path=pattern_base_path,
         pattern_content_hash=pattern_content_hash,

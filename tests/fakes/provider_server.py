@@ -72,6 +72,16 @@ class StreamCounts:
 
 
 @dataclass(frozen=True)
+class FakeCall:
+    """A tool call the fake answers with, written in each provider's own shape: OpenAI's
+    `tool_calls` (arguments as JSON text, streamed in fragments), Anthropic's `tool_use` blocks
+    (streamed as `input_json_delta`), Ollama's `message.tool_calls` (arguments as an object)."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
 class Reply:
     """A scripted answer; build it with ``ok``, ``slow``, ``error``, ``delay``, ``raw``, ``cut``,
     ``reset`` or ``stream_error``.
@@ -100,6 +110,8 @@ class Reply:
     cache_write_tokens: int | None = None
     reasoning_tokens: int | None = None
     send_usage: bool = True
+    tool_calls: tuple[FakeCall, ...] = ()
+    thinking: str | None = None  # Anthropic: a thinking block (with a signature) before the rest
 
     @classmethod
     def ok(
@@ -115,13 +127,21 @@ class Reply:
         cache_write_tokens: int | None = None,
         reasoning_tokens: int | None = None,
         send_usage: bool = True,
+        tool_calls: tuple[FakeCall, ...] = (),
+        thinking: str | None = None,
     ) -> Reply:
         """Success; ``text`` defaults to ``"echo: "`` + the last user message (or to the joined
-        ``chunks``). ``chunk_delay`` seconds pass before each streamed chunk. The usage details
-        (cached, cache writes, reasoning) appear in the provider's own fields only when given;
-        ``send_usage=False`` is an OpenAI-compatible server that reports no usage at all."""
+        ``chunks``; to "" beside ``tool_calls``). ``chunk_delay`` seconds pass before each
+        streamed chunk. The usage details (cached, cache writes, reasoning) appear in the
+        provider's own fields only when given; ``send_usage=False`` is an OpenAI-compatible
+        server that reports no usage at all. ``tool_calls`` end the answer with those calls
+        (finish reason tool_calls / tool_use); ``thinking`` adds an Anthropic thinking block."""
+        if text is None and chunks is None and tool_calls:
+            text = ""
         return cls(
             "ok",
+            tool_calls=tool_calls,
+            thinking=thinking,
             text="".join(chunks) if text is None and chunks is not None else text,
             finish=finish,
             input_tokens=input_tokens,
@@ -326,6 +346,17 @@ def _success(provider: Provider, reply: Reply, body: dict[str, Any], n: int) -> 
     text = _reply_text(reply, body)
     model = body.get("model", "fake-model")
     if provider == "openai":
+        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+        if reply.tool_calls:
+            message["content"] = text or None
+            message["tool_calls"] = [
+                {
+                    "id": _call_id(provider, n, i),
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+                }
+                for i, call in enumerate(reply.tool_calls)
+            ]
         completion: dict[str, Any] = {
             "id": f"chatcmpl-fake-{n}",
             "object": "chat.completion",
@@ -334,9 +365,9 @@ def _success(provider: Provider, reply: Reply, body: dict[str, Any], n: int) -> 
             "choices": [
                 {
                     "index": 0,
-                    "finish_reason": reply.finish or "stop",
+                    "finish_reason": reply.finish or ("tool_calls" if reply.tool_calls else "stop"),
                     "logprobs": None,
-                    "message": {"role": "assistant", "content": text, "refusal": None},
+                    "message": message,
                 }
             ],
         }
@@ -346,6 +377,9 @@ def _success(provider: Provider, reply: Reply, body: dict[str, Any], n: int) -> 
     if provider == "anthropic":
         content: list[dict[str, Any]] = [{"type": "text", "text": text}]
         stop = reply.finish or "end_turn"
+        if reply.tool_calls or reply.thinking is not None:
+            content = _anthropic_blocks(reply, text, n)
+            stop = reply.finish or ("tool_use" if reply.tool_calls else "end_turn")
         tool = _forced_tool(body)
         if tool is not None:  # a forced tool call answers with the tool's input
             try:
@@ -374,7 +408,45 @@ def _success(provider: Provider, reply: Reply, body: dict[str, Any], n: int) -> 
             },
             headers=_request_id_header(provider, n),
         )
-    return JSONResponse(_ollama_done(model, text, reply))
+    done = _ollama_done(model, text, reply)
+    if reply.tool_calls:
+        done["message"]["tool_calls"] = _ollama_calls(reply)
+    return JSONResponse(done)
+
+
+def _call_id(provider: str, n: int, index: int) -> str:
+    return f"{'toolu' if provider == 'anthropic' else 'call'}_fake_{n}_{index}"
+
+
+SIGNATURE = "c2lnbmVkLWJ5LXRoZS1mYWtl"  # what the fake signs its thinking blocks with
+
+
+def _anthropic_blocks(reply: Reply, text: str, n: int) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if reply.thinking is not None:
+        blocks.append({"type": "thinking", "thinking": reply.thinking, "signature": SIGNATURE})
+    if text:
+        blocks.append({"type": "text", "text": text})
+    blocks += [
+        {
+            "type": "tool_use",
+            "id": _call_id("anthropic", n, i),
+            "name": c.name,
+            "input": c.arguments,
+        }
+        for i, c in enumerate(reply.tool_calls)
+    ]
+    return blocks
+
+
+def _ollama_calls(reply: Reply) -> list[dict[str, Any]]:
+    return [{"function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]
+
+
+def _fragments(text: str) -> list[str]:
+    """JSON text cut in three, as providers stream tool arguments."""
+    third = max(1, len(text) // 3)
+    return [text[:third], text[third : 2 * third], text[2 * third :]]
 
 
 def _sse(data: Any, event: str | None = None) -> bytes:
@@ -413,7 +485,16 @@ def _stream_plan(provider: Provider, reply: Reply, body: dict[str, Any], n: int)
             extra = {"usage": None} if with_usage else {}
             return _sse({**base, "choices": [choice], **extra})
 
-        tail = [chunk({}, reply.finish or "stop")]
+        calls: list[bytes] = []
+        for i, call in enumerate(reply.tool_calls):
+            head = {"index": i, "id": _call_id(provider, n, i), "type": "function"}
+            calls.append(chunk({"tool_calls": [{**head, "function": {"name": call.name}}]}))
+            calls += [
+                chunk({"tool_calls": [{"index": i, "function": {"arguments": fragment}}]})
+                for fragment in _fragments(json.dumps(call.arguments))
+            ]
+        finish = reply.finish or ("tool_calls" if reply.tool_calls else "stop")
+        tail = [*calls, chunk({}, finish)]
         if with_usage and reply.send_usage:
             tail.append(_sse({**base, "choices": [], "usage": _openai_usage(reply)}))
         tail.append(b"data: [DONE]\n\n")
@@ -451,21 +532,37 @@ def _stream_plan(provider: Provider, reply: Reply, body: dict[str, Any], n: int)
             "stop_sequence": None,
             "usage": _anthropic_usage(reply, 1),
         }
-        stop = reply.finish or ("tool_use" if tool is not None else "end_turn")
+        stop = reply.finish or ("tool_use" if tool is not None or reply.tool_calls else "end_turn")
         error_type = _ANTHROPIC_ERROR_TYPES.get(reply.status, "api_error")
+        # Optional blocks: a thinking block before the text (index 0, so the text moves to 1),
+        # tool_use blocks after it.
+        first = 1 if reply.thinking is not None else 0
+        before: list[bytes] = []
+        if reply.thinking is not None:
+            before = _anthropic_thinking_events(reply.thinking)
+        after = _anthropic_tool_events(reply, n, first + 1)
+
+        def at(index: int, frame: bytes) -> bytes:
+            return frame.replace(b'"index": 0', f'"index": {index}'.encode(), 1)
+
         return _StreamPlan(
             "text/event-stream",
             head=[
                 _sse({"type": "message_start", "message": start}, "message_start"),
-                _sse(
-                    {"type": "content_block_start", "index": 0, "content_block": block},
-                    "content_block_start",
+                *before,
+                at(
+                    first,
+                    _sse(
+                        {"type": "content_block_start", "index": 0, "content_block": block},
+                        "content_block_start",
+                    ),
                 ),
                 _sse({"type": "ping"}, "ping"),
             ],
-            pieces=[delta(piece) for piece in pieces],
+            pieces=[at(first, delta(piece)) for piece in pieces],
             tail=[
-                _sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
+                at(first, _sse({"type": "content_block_stop", "index": 0}, "content_block_stop")),
+                *after,
                 _sse(
                     {
                         "type": "message_delta",
@@ -485,13 +582,73 @@ def _stream_plan(provider: Provider, reply: Reply, body: dict[str, Any], n: int)
     def line(data: dict[str, Any]) -> bytes:
         return json.dumps(data).encode() + b"\n"
 
+    calls = []
+    if reply.tool_calls:  # Ollama sends each call whole, in a chunk of its own
+        chunk = _ollama_chunk(model, "")
+        chunk["message"]["tool_calls"] = _ollama_calls(reply)
+        calls.append(line(chunk))
     return _StreamPlan(
         "application/x-ndjson",
         head=[],
         pieces=[line(_ollama_chunk(model, piece)) for piece in pieces],
-        tail=[line(_ollama_done(model, "", reply))],
+        tail=[*calls, line(_ollama_done(model, "", reply))],
         error=line({"error": reply.message}),
     )
+
+
+def _anthropic_thinking_events(thinking: str) -> list[bytes]:
+    block = {"type": "thinking", "thinking": ""}
+    return [
+        _sse(
+            {"type": "content_block_start", "index": 0, "content_block": block},
+            "content_block_start",
+        ),
+        _sse(
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "thinking_delta", "thinking": thinking},
+            },
+            "content_block_delta",
+        ),
+        _sse(
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "signature_delta", "signature": SIGNATURE},
+            },
+            "content_block_delta",
+        ),
+        _sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
+    ]
+
+
+def _anthropic_tool_events(reply: Reply, n: int, first_index: int) -> list[bytes]:
+    frames: list[bytes] = []
+    for offset, call in enumerate(reply.tool_calls):
+        index = first_index + offset
+        block = {
+            "type": "tool_use",
+            "id": _call_id("anthropic", n, offset),
+            "name": call.name,
+            "input": {},
+        }
+        frames.append(
+            _sse(
+                {"type": "content_block_start", "index": index, "content_block": block},
+                "content_block_start",
+            )
+        )
+        for fragment in _fragments(json.dumps(call.arguments)):
+            change = {"type": "input_json_delta", "partial_json": fragment}
+            frames.append(
+                _sse(
+                    {"type": "content_block_delta", "index": index, "delta": change},
+                    "content_block_delta",
+                )
+            )
+        frames.append(_sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
+    return frames
 
 
 def _tracking_protocol(

@@ -3,118 +3,70 @@
 from __future__ import annotations
 
 import datetime as dt
-import math
-import re
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StrictFloat,
-    model_validator,
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, model_validator
+
+from app.schemas.base import (
+    INT32_MAX,
+    INT32_MIN,
+    JOB_ID,
+    JSON_INTEGER,
+    MAX_JSON_DEPTH,
+    MODEL,
+    SLUG,
+    SNIPPET_LABEL,
+    FrozenModel,
+    InputModel,
+    is_snippet_label,
+    unsafe_input,
 )
-from pydantic_core import PydanticCustomError
+from app.schemas.conversation import (
+    CacheControl,
+    ImagePart,
+    Message,
+    Part,
+    ReasoningBlock,
+    ResponseFormat,
+    Role,
+    TextPart,
+    Tool,
+    ToolCall,
+    ToolChoice,
+    ToolSet,
+)
 
-# Template names and roles appear in URLs, so they are kept to a safe alphabet.
-SLUG = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
-# Job ids are uuid4().hex.
-JOB_ID = r"^[0-9a-f]{32}$"
-# The characters a model may be written with (`ollama/hf.co/org/model:Q4_K_M`); the policy checks
-# the `provider/name` shape itself, so a misspelt model answers `invalid_model` with the providers.
-MODEL = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,254}$"
-# A snippet label heads its block in the prompt (`PERSONA:`): one UPPER_SNAKE word. The one rule
-# for labels a request composes and labels a pattern's front-matter expects.
-_SNIPPET_LABEL = re.compile(r"[A-Z][A-Z0-9_]*")
-
-
-def is_snippet_label(label: str) -> bool:
-    return _SNIPPET_LABEL.fullmatch(label) is not None
-
-
-# The largest value a 32-bit INTEGER column (template versions and ids) holds.
-INT32_MAX = 2**31 - 1
-INT32_MIN = -(2**31)
-# Deeper JSON would only exhaust recursion in hashing, rendering or storing; no real input needs it.
-MAX_JSON_DEPTH = 64
-
-# A lone surrogate cannot be encoded as UTF-8 (so it can never be stored, hashed or sent), and
-# PostgreSQL text cannot hold NUL: both are refused at the boundary, in every string and key.
-_UNSAFE_TEXT = re.compile("[\x00\ud800-\udfff]")
-
-
-def _text_problem(text: str) -> str | None:
-    found = _UNSAFE_TEXT.search(text)
-    if found is None:
-        return None
-    if found.group() == "\x00":
-        return "contains a NUL character (U+0000)"
-    return f"contains an unpaired surrogate (U+{ord(found.group()):04X})"
-
-
-def unsafe_input(value: Any) -> str | None:
-    """Why `value` (parsed JSON) cannot be accepted, naming where; None when it is fine.
-
-    One walk over every string, dict key and number at any depth, without recursion (so the
-    input's depth cannot exhaust the stack). The offending text itself is never echoed.
-    """
-    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
-    while stack:
-        item, where, depth = stack.pop()
-        if depth > MAX_JSON_DEPTH:
-            top = where.split("[", 1)[0].split(".", 1)[0]
-            return f"{top or 'body'}: nested deeper than {MAX_JSON_DEPTH} levels"
-        if isinstance(item, str):
-            problem = _text_problem(item)
-            if problem:
-                return f"{where or 'value'}: {problem}"
-        elif isinstance(item, dict):
-            for key, child in item.items():
-                if isinstance(key, str):
-                    problem = _text_problem(key)
-                    if problem:
-                        return f"{where or 'body'}: a key {problem}"
-                stack.append((child, f"{where}.{key}" if where else str(key), depth + 1))
-        elif isinstance(item, list | tuple):
-            stack.extend((child, f"{where}[{i}]", depth + 1) for i, child in enumerate(item))
-        elif isinstance(item, float) and not math.isfinite(item):
-            return f"{where or 'value'}: must be a finite number"
-    return None
+__all__ = [
+    "INT32_MAX",
+    "INT32_MIN",
+    "JOB_ID",
+    "JSON_INTEGER",
+    "MAX_JSON_DEPTH",
+    "MODEL",
+    "SLUG",
+    "CacheControl",
+    "FrozenModel",
+    "ImagePart",
+    "InputModel",
+    "Message",
+    "Part",
+    "ReasoningBlock",
+    "ResponseFormat",
+    "Role",
+    "TextPart",
+    "Tool",
+    "ToolCall",
+    "ToolChoice",
+    "ToolSet",
+    "is_snippet_label",
+    "unsafe_input",
+]
 
 
-def _json_integer(value: Any) -> Any:
-    """JSON Schema's integer: 3 and 3.0 are integers, `true` and "3" are not (pydantic's lax
-    int takes both, its strict int refuses 3.0)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise PydanticCustomError("int_type", "Input should be a valid integer")
-    return value
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 
 
-# For an integer a caller sends: a JSON number without a fraction, never a boolean or a string.
-# Constraints go before it (`Annotated[int, Field(ge=1), JSON_INTEGER]`), or the document
-# would show pydantic's `ge` instead of JSON Schema's `minimum`.
-JSON_INTEGER = BeforeValidator(_json_integer)
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class _Input(_Frozen):
-    """A shape callers send: every string in it, at any depth, passes `unsafe_input` first."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _safe_text(cls, data: Any) -> Any:
-        problem = unsafe_input(data) if isinstance(data, dict) else None
-        if problem:
-            raise ValueError(problem[:300])
-        return data
-
-
-class ModelParams(_Input):
+class ModelParams(InputModel):
     """Sampling parameters; unset fields fall through to the pattern, then to configuration."""
 
     # A JSON number only, never `true` read as 1 nor a numeric string (StrictFloat still takes
@@ -124,6 +76,18 @@ class ModelParams(_Input):
     top_p: StrictFloat | None = Field(default=None, gt=0, le=1)
     stop: list[Annotated[str, Field(max_length=1000)]] | None = Field(default=None, max_length=8)
     seed: Annotated[int, Field(ge=INT32_MIN, le=INT32_MAX), JSON_INTEGER] | None = None
+    presence_penalty: StrictFloat | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: StrictFloat | None = Field(default=None, ge=-2, le=2)
+    logit_bias: dict[str, Annotated[int, Field(ge=-100, le=100), JSON_INTEGER]] | None = Field(
+        default=None,
+        max_length=1024,
+        description="Token id → bias (OpenAI's tokenizer; refused by other providers).",
+    )
+    reasoning_effort: ReasoningEffort | None = Field(
+        default=None,
+        description="OpenAI's reasoning_effort; Anthropic's output_config.effort; Ollama's think.",
+    )
+    verbosity: Literal["low", "medium", "high"] | None = None
 
     def overlay(self, other: ModelParams | None) -> ModelParams:
         """These params with every field `other` sets taken from `other`."""
@@ -138,7 +102,7 @@ class ModelParams(_Input):
         )
 
 
-class TemplateRef(_Input):
+class TemplateRef(InputModel):
     """A database template: its active variant, or one exact version."""
 
     name: str = Field(pattern=SLUG)
@@ -146,7 +110,7 @@ class TemplateRef(_Input):
     version: Annotated[int, Field(ge=1, le=INT32_MAX), JSON_INTEGER] | None = None
 
 
-class RenderRequest(_Input):
+class RenderRequest(InputModel):
     """What a caller asks for: a pattern, its variables and the verbatim user prompt."""
 
     model_config = ConfigDict(
@@ -178,6 +142,12 @@ class RenderRequest(_Input):
     )
     variables: dict[str, Any] = Field(default_factory=dict)
     user_prompt: str = Field(description="Sent verbatim as the last user message.")
+    continuation: list[Message] = Field(
+        default_factory=list,
+        max_length=10_000,
+        description="Turns sent after the user prompt, in order: the assistant's tool calls, "
+        "the tool results, a prefill. Proven by `provenance.continuation_hash` (prov-2).",
+    )
     model: str | None = Field(
         default=None, pattern=MODEL, description="`provider/model`; overrides the policy."
     )
@@ -185,7 +155,7 @@ class RenderRequest(_Input):
     snippets: dict[str, str] = Field(
         default_factory=dict,
         description='Ordered label → snippet identifier, e.g. {"PERSONA": "nova"}.',
-        json_schema_extra={"propertyNames": {"pattern": f"^{_SNIPPET_LABEL.pattern}$"}},
+        json_schema_extra={"propertyNames": {"pattern": f"^{SNIPPET_LABEL.pattern}$"}},
     )
     instructions: str | None = Field(
         default=None, max_length=20_000, description="Extra user instructions for this request."
@@ -208,13 +178,17 @@ class RenderRequest(_Input):
         return self
 
 
-class Message(_Frozen):
-    role: Literal["system", "user", "assistant"]
-    content: str
+def _unset(value: Any) -> bool:
+    return value is None
 
 
-class RenderedPrompt(_Frozen):
-    """Exactly what is sent upstream: the system text and the messages after it."""
+def _is_empty(value: Any) -> bool:
+    return not value
+
+
+class RenderedPrompt(FrozenModel):
+    """Exactly what is sent upstream: the system text, the messages after it, and the tools and
+    output format offered with them (left out when there are none)."""
 
     system: str
     messages: list[Message]
@@ -223,9 +197,17 @@ class RenderedPrompt(_Frozen):
         description="True when the model takes no system prompt and it was folded into the "
         "first user message.",
     )
+    tools: ToolSet | None = Field(
+        default=None, exclude_if=_unset, description="The tools offered and how they may be used."
+    )
+    response_format: ResponseFormat | None = Field(
+        default=None,
+        exclude_if=_unset,
+        description="The JSON output the request asked for (OpenAI's `response_format`).",
+    )
 
 
-class Usage(_Frozen):
+class Usage(FrozenModel):
     """Token counts as the provider reported them; None where it reported nothing."""
 
     input_tokens: int | None = None
@@ -259,12 +241,20 @@ class Usage(_Frozen):
 FinishReason = Literal["stop", "length", "content_filter", "tool_calls", "other"]
 
 
-class CompletionResponse(_Frozen):
+class CompletionResponse(FrozenModel):
     text: str
     provider: str
     model: str
     finish_reason: FinishReason
     usage: Usage
+    tool_calls: list[ToolCall] = Field(
+        default_factory=list, exclude_if=_is_empty, description="The calls the model asked for."
+    )
+    reasoning: list[ReasoningBlock] = Field(
+        default_factory=list,
+        exclude_if=_is_empty,
+        description="Provider-opaque reasoning to send back with the next turn (Anthropic).",
+    )
     cost_usd: float | None = Field(
         default=None,
         description="What the call cost by the price table (every attempt that was billed); "
@@ -272,7 +262,7 @@ class CompletionResponse(_Frozen):
     )
 
 
-class CallAttempt(_Frozen):
+class CallAttempt(FrozenModel):
     """One upstream call of a completion: retries and fallbacks each add one."""
 
     provider: str
@@ -283,10 +273,13 @@ class CallAttempt(_Frozen):
     duration_ms: float
 
 
-class Provenance(_Frozen):
+class Provenance(FrozenModel):
     """Fingerprints that prove what went in; build it only with `app.tracking.build_provenance`."""
 
-    schema_version: Literal["prov-1"] = "prov-1"
+    schema_version: Literal["prov-1", "prov-2"] = Field(
+        default="prov-1",
+        description="prov-2 adds `continuation_hash`; a request without a continuation is prov-1.",
+    )
     pattern_name: str
     pattern_base_path: str
     pattern_content_hash: str
@@ -295,6 +288,11 @@ class Provenance(_Frozen):
     provider: str
     model: str
     snippet_ids: list[str] = Field(default_factory=list)
+    continuation_hash: str | None = Field(
+        default=None,
+        exclude_if=_unset,
+        description="prov-2: SHA-256 of the canonical JSON of the turns after the user prompt.",
+    )
 
 
 ModelSource = Literal[
@@ -311,7 +309,7 @@ ModelSource = Literal[
 ]
 
 
-class ModelChoice(_Frozen):
+class ModelChoice(FrozenModel):
     """The model the ModelSelectionPolicy picked and why."""
 
     model: str = Field(description="`provider/model`")
@@ -321,7 +319,7 @@ class ModelChoice(_Frozen):
     reason: str
 
 
-class RenderResult(_Frozen):
+class RenderResult(FrozenModel):
     """A dry run: what would be sent, to which model, with which fingerprints."""
 
     prompt: RenderedPrompt
@@ -330,7 +328,7 @@ class RenderResult(_Frozen):
     provenance: Provenance
 
 
-class CompletionEnvelope(_Frozen):
+class CompletionEnvelope(FrozenModel):
     """The prompt that was sent, the response, and the provenance that proves it."""
 
     job_id: str = Field(description="The audit record: GET /v1/jobs/{job_id}.")
@@ -355,7 +353,7 @@ class CompletionEnvelope(_Frozen):
     )
 
 
-class PatternSummary(_Frozen):
+class PatternSummary(FrozenModel):
     name: str
     description: str
     tags: list[str]
@@ -430,7 +428,7 @@ class ErrorBody(BaseModel):
     error: ErrorInfo
 
 
-class TemplateCreate(_Input):
+class TemplateCreate(InputModel):
     """A new version of a database template; its text is immutable once stored."""
 
     model_config = ConfigDict(
@@ -460,7 +458,7 @@ class TemplateCreate(_Input):
     )
 
 
-class TemplateVersion(_Frozen):
+class TemplateVersion(FrozenModel):
     id: int
     name: str
     role: str
@@ -475,11 +473,7 @@ class TemplateVersion(_Frozen):
     updated_at: dt.datetime
 
 
-def _unset(value: Any) -> bool:
-    return value is None
-
-
-class RecordedParams(_Frozen):
+class RecordedParams(FrozenModel):
     """ModelParams as the audit record keeps them: its strings redacted (a `stop` may grow), so
     none of ModelParams' input bounds apply; a field an older version had is still shown.
     Only the parameters that were set are stored, and only those are shown."""
@@ -490,17 +484,24 @@ class RecordedParams(_Frozen):
     top_p: float | None = Field(default=None, exclude_if=_unset)
     stop: list[str] | None = Field(default=None, exclude_if=_unset)
     seed: int | None = Field(default=None, exclude_if=_unset)
+    presence_penalty: float | None = Field(default=None, exclude_if=_unset)
+    frequency_penalty: float | None = Field(default=None, exclude_if=_unset)
+    logit_bias: dict[str, int] | None = Field(default=None, exclude_if=_unset)
+    reasoning_effort: str | None = Field(default=None, exclude_if=_unset)
+    verbosity: str | None = Field(default=None, exclude_if=_unset)
 
 
-class RecordedPrompt(_Frozen):
+class RecordedPrompt(FrozenModel):
     """RenderedPrompt as the audit record keeps it: every text redacted. Empty in a record
     written before its prompt was known (a row migrated from an old schema)."""
 
     system: str = ""
     messages: list[Message] = Field(default_factory=list)
+    tools: ToolSet | None = Field(default=None, exclude_if=_unset)
+    response_format: ResponseFormat | None = Field(default=None, exclude_if=_unset)
 
 
-class StructuredAttempt(_Frozen):
+class StructuredAttempt(FrozenModel):
     """One structured-output try as the audit record keeps it, its strings redacted."""
 
     attempt: int
@@ -509,7 +510,7 @@ class StructuredAttempt(_Frozen):
     response: str
 
 
-class JobRecord(_Frozen):
+class JobRecord(FrozenModel):
     """A stored audit record; prompt and response are redacted, replay inputs never shown."""
 
     id: str
@@ -542,6 +543,9 @@ class JobRecord(_Frozen):
     upstream_latency_ms: float | None
     prompt_redacted: RecordedPrompt
     response_redacted: str | None
+    response_tool_calls: list[ToolCall] | None = Field(
+        default=None, description="The tool calls the model answered with, arguments redacted."
+    )
     redaction_map: dict[str, str]
     snippet_ids: list[str]
     attempts: list[CallAttempt] | None = Field(
@@ -557,13 +561,13 @@ class JobRecord(_Frozen):
     replay_available: bool
 
 
-class HashCheck(_Frozen):
+class HashCheck(FrozenModel):
     stored: str
     recomputed: str | None
     matches: bool
 
 
-class ReplayResult(_Frozen):
+class ReplayResult(FrozenModel):
     """The rebuilt historical prompt and whether every fingerprint still matches."""
 
     job_id: str
@@ -578,7 +582,7 @@ class ReplayResult(_Frozen):
     )
 
 
-class DriftFinding(_Frozen):
+class DriftFinding(FrozenModel):
     source_kind: str
     source_name: str
     template_version: int | None
@@ -588,12 +592,12 @@ class DriftFinding(_Frozen):
     reason: str
 
 
-class DriftReport(_Frozen):
+class DriftReport(FrozenModel):
     checked_sources: int
     drifted: list[DriftFinding]
 
 
-class SnippetIn(_Input):
+class SnippetIn(InputModel):
     """A reusable prompt fragment (persona, tone, audience, style, layout); it has no versions."""
 
     identifier: str = Field(pattern=SLUG)
@@ -609,7 +613,7 @@ class Snippet(SnippetIn):
     source: Literal["database", "file"]
 
 
-class InvalidValue(_Frozen):
+class InvalidValue(FrozenModel):
     """A value in the model's output that breaks the output_schema."""
 
     field: str = Field(description="JSON path of the value, `$` for the whole output.")
@@ -618,20 +622,20 @@ class InvalidValue(_Frozen):
     requirement: str
 
 
-class MissingValue(_Frozen):
+class MissingValue(FrozenModel):
     """A required field the model's output left out."""
 
     field: str = Field(description="JSON path of the absent field.")
     requirement: Literal["required"] = "required"
 
 
-class ValidationIssues(_Frozen):
+class ValidationIssues(FrozenModel):
     invalid: list[InvalidValue] = Field(default_factory=list)
     missing: list[MissingValue] = Field(default_factory=list)
     unknown: list[str] = Field(default_factory=list, description="Fields the schema forbids.")
 
 
-class StructuredOutcome(_Frozen):
+class StructuredOutcome(FrozenModel):
     """How the response fared against the pattern's output_schema."""
 
     valid: bool
@@ -643,7 +647,7 @@ class StructuredOutcome(_Frozen):
 KeyScope = Literal["complete", "admin"]
 
 
-class ApiKeyCreate(_Frozen):
+class ApiKeyCreate(FrozenModel):
     """A new API key: `complete` renders, completes and reads the catalog; `admin` does all."""
 
     scope: KeyScope
@@ -652,7 +656,7 @@ class ApiKeyCreate(_Frozen):
     )
 
 
-class ApiKeyInfo(_Frozen):
+class ApiKeyInfo(FrozenModel):
     """A stored key as anyone may see it: never the key itself, which is not kept."""
 
     id: str = Field(description="The public part of the key (`gsk_<id>_…`).")

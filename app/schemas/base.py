@@ -1,0 +1,105 @@
+"""The ground every data shape stands on: safe-text checks, strict integers, frozen models."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
+from pydantic_core import PydanticCustomError
+
+# Template names and roles appear in URLs, so they are kept to a safe alphabet.
+SLUG = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
+# Job ids are uuid4().hex.
+JOB_ID = r"^[0-9a-f]{32}$"
+# The characters a model may be written with (`ollama/hf.co/org/model:Q4_K_M`); the policy checks
+# the `provider/name` shape itself, so a misspelt model answers `invalid_model` with the providers.
+MODEL = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,254}$"
+# A snippet label heads its block in the prompt (`PERSONA:`): one UPPER_SNAKE word. The one rule
+# for labels a request composes and labels a pattern's front-matter expects.
+SNIPPET_LABEL = re.compile(r"[A-Z][A-Z0-9_]*")
+
+
+def is_snippet_label(label: str) -> bool:
+    return SNIPPET_LABEL.fullmatch(label) is not None
+
+
+# The largest value a 32-bit INTEGER column (template versions and ids) holds.
+INT32_MAX = 2**31 - 1
+INT32_MIN = -(2**31)
+# Deeper JSON would only exhaust recursion in hashing, rendering or storing; no real input needs it.
+MAX_JSON_DEPTH = 64
+
+# A lone surrogate cannot be encoded as UTF-8 (so it can never be stored, hashed or sent), and
+# PostgreSQL text cannot hold NUL: both are refused at the boundary, in every string and key.
+_UNSAFE_TEXT = re.compile("[\x00\ud800-\udfff]")
+
+
+def _text_problem(text: str) -> str | None:
+    found = _UNSAFE_TEXT.search(text)
+    if found is None:
+        return None
+    if found.group() == "\x00":
+        return "contains a NUL character (U+0000)"
+    return f"contains an unpaired surrogate (U+{ord(found.group()):04X})"
+
+
+def unsafe_input(value: Any) -> str | None:
+    """Why `value` (parsed JSON) cannot be accepted, naming where; None when it is fine.
+
+    One walk over every string, dict key and number at any depth, without recursion (so the
+    input's depth cannot exhaust the stack). The offending text itself is never echoed.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            top = where.split("[", 1)[0].split(".", 1)[0]
+            return f"{top or 'body'}: nested deeper than {MAX_JSON_DEPTH} levels"
+        if isinstance(item, str):
+            problem = _text_problem(item)
+            if problem:
+                return f"{where or 'value'}: {problem}"
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str):
+                    problem = _text_problem(key)
+                    if problem:
+                        return f"{where or 'body'}: a key {problem}"
+                stack.append((child, f"{where}.{key}" if where else str(key), depth + 1))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, f"{where}[{i}]", depth + 1) for i, child in enumerate(item))
+        elif isinstance(item, float) and not math.isfinite(item):
+            return f"{where or 'value'}: must be a finite number"
+    return None
+
+
+def _json_integer(value: Any) -> Any:
+    """JSON Schema's integer: 3 and 3.0 are integers, `true` and "3" are not (pydantic's lax
+    int takes both, its strict int refuses 3.0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+# For an integer a caller sends: a JSON number without a fraction, never a boolean or a string.
+# Constraints go before it (`Annotated[int, Field(ge=1), JSON_INTEGER]`), or the document
+# would show pydantic's `ge` instead of JSON Schema's `minimum`.
+JSON_INTEGER = BeforeValidator(_json_integer)
+
+
+class FrozenModel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class InputModel(FrozenModel):
+    """A shape callers send: every string in it, at any depth, passes `unsafe_input` first."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _safe_text(cls, data: Any) -> Any:
+        problem = unsafe_input(data) if isinstance(data, dict) else None
+        if problem:
+            raise ValueError(problem[:300])
+        return data
