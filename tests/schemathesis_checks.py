@@ -29,7 +29,10 @@ def _error_type(response: schemathesis.Response) -> str | None:
     except ValueError:
         return None
     error = body.get("error") if isinstance(body, dict) else None
-    kind = error.get("type") if isinstance(error, dict) else None
+    if not isinstance(error, dict):
+        return None
+    # The Anthropic door keeps the gateway's own type beside Anthropic's (app/api/error_dialects).
+    kind = error.get("gateway_type", error.get("type"))
     return kind if isinstance(kind, str) else None
 
 

@@ -30,9 +30,7 @@ from app.schemas import (
 )
 from app.schemas.conversation import arguments_text
 
-text = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=30
-)
+text = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=30)
 words = st.text("abcdefghij _-", min_size=1, max_size=12).filter(str.strip)
 name = st.from_regex(r"[a-z][a-z0-9_]{0,15}", fullmatch=True)
 json_value = st.recursive(

@@ -18,10 +18,10 @@ import uvicorn
 from openai import AsyncOpenAI
 
 from app.auth import Scope
-from app.catalog.chat import CHAT_SHA256
+from app.catalog.chat import CHAT_V2_SHA256
 from app.config import AnthropicSettings, LimitSettings, Settings
 from app.main import create_app
-from app.tracking import user_prompt_hash, variables_hash
+from app.tracking import continuation_hash, user_prompt_hash, variables_hash
 from tests.fakes.provider_server import FakeProviderServer, Reply
 from tests.support import settings_for
 
@@ -84,19 +84,22 @@ async def gateway(fake: FakeProviderServer) -> AsyncIterator[Gateway]:
 
 
 def _expected_chat_provenance(model: str) -> dict[str, Any]:
-    """What provenance must prove for CONVERSATION sent to `model` through builtin:chat."""
+    """What provenance must prove for CONVERSATION sent to `model` through builtin:chat (v2:
+    every turn before the last user message, the system turn where it stood)."""
     provider, name = model.split("/", 1)
     sent = {
-        "system": "Answer in one sentence.",
+        "version": 2,
         "messages": [
+            {"role": "system", "content": "Answer in one sentence."},
             {"role": "user", "content": "Name a colour."},
             {"role": "assistant", "content": "Blue."},
         ],
     }
     return {
+        "schema_version": "prov-1",
         "pattern_name": "builtin:chat",
         "pattern_base_path": "builtin",
-        "pattern_content_hash": CHAT_SHA256,
+        "pattern_content_hash": CHAT_V2_SHA256,
         "variables_hash": variables_hash(sent),
         "user_prompt_hash": user_prompt_hash("Another one?"),
         "provider": provider,
@@ -234,36 +237,36 @@ async def test_errors_raise_the_sdk_exception_for_their_status(
     gateway: Gateway, fake: FakeProviderServer
 ) -> None:
     user: list[Any] = [{"role": "user", "content": "hi"}]
-    cases: list[tuple[dict[str, Any], type[openai.APIStatusError], str]] = [
-        ({"model": "nowhere/model"}, openai.UnprocessableEntityError, "invalid_model"),
-        ({"model": "pattern/no-such-pattern"}, openai.NotFoundError, "pattern_not_found"),
+    cases: list[tuple[dict[str, Any], type[openai.APIStatusError], str, str | None]] = [
+        ({"model": "nowhere/model"}, openai.NotFoundError, "invalid_model", "model_not_found"),
+        ({"model": "mystery-model"}, openai.NotFoundError, "invalid_model", "model_not_found"),
         (
-            {"model": "openai/m", "tools": [{"type": "function", "function": {"name": "f"}}]},
-            openai.UnprocessableEntityError,
-            "invalid_request",
-        ),
-        (
-            {"model": "openai/m", "extra_body": {"top_k": 3}},
-            openai.UnprocessableEntityError,
-            "invalid_request",
+            {"model": "pattern/no-such-pattern"},
+            openai.NotFoundError,
+            "pattern_not_found",
+            "model_not_found",
         ),
         (
             {"model": "openai/m", "temperature": 7},
-            openai.UnprocessableEntityError,
+            openai.BadRequestError,
             "invalid_request",
+            "invalid_value",
         ),
         (
             {"model": "openai/m", "extra_body": {"variables": {"a": 1}}},
-            openai.UnprocessableEntityError,
-            "invalid_request",
+            openai.BadRequestError,
+            "unsupported_parameter",
+            None,
         ),
+        ({"model": "openai/m", "n": 2}, openai.BadRequestError, "unsupported_parameter", None),
     ]
-    for arguments, error_class, error_type in cases:
+    for arguments, error_class, error_type, code in cases:
         with pytest.raises(error_class) as raised:
             await gateway.sdk.chat.completions.create(messages=user, **arguments)
         assert isinstance(raised.value.body, dict)
         assert raised.value.body["type"] == error_type, arguments
         assert raised.value.body["message"], arguments
+        assert raised.value.code == (code or "unsupported_parameter"), arguments
 
     fake.script("openai", Reply.error(429, headers={"retry-after": "0"}))
     fake.script("openai", Reply.error(429, headers={"retry-after": "0"}))
@@ -278,18 +281,41 @@ async def test_errors_raise_the_sdk_exception_for_their_status(
             await stranger.chat.completions.create(model="openai/m", messages=user)
 
 
-async def test_the_conversation_must_end_with_a_user_message(gateway: Gateway) -> None:
-    with pytest.raises(openai.UnprocessableEntityError) as raised:
-        await gateway.sdk.chat.completions.create(
-            model="openai/m",
-            messages=[
-                {"role": "user", "content": "hi"},
-                {"role": "assistant", "content": "prefill"},
-            ],
-        )
-    body: Any = raised.value.body
-    assert body["type"] == "invalid_conversation"
-    assert "messages[1]" in body["message"] and "'assistant'" in body["message"]
+@pytest.mark.parametrize(("provider", "model"), PROVIDER_MODELS)
+async def test_a_conversation_ending_with_an_assistant_prefill_is_sent_as_is(
+    gateway: Gateway, fake: FakeProviderServer, provider: str, model: str
+) -> None:
+    completion = await gateway.sdk.chat.completions.create(
+        model=model,
+        messages=[
+            {"role": "user", "content": "Name a colour."},
+            {"role": "assistant", "content": "The colour is"},
+        ],
+    )
+
+    (call,) = fake.calls(provider)
+    assert call.body["messages"][-1] == {"role": "assistant", "content": "The colour is"}
+    provenance = (completion.model_extra or {})["provenance"]
+    # The prefill comes after the user prompt: a continuation, proven by prov-2's own hash.
+    assert provenance["schema_version"] == "prov-2"
+    assert provenance["continuation_hash"] == continuation_hash(
+        [{"role": "assistant", "content": "The colour is"}]
+    )
+
+
+@pytest.mark.parametrize(("provider", "model"), PROVIDER_MODELS)
+async def test_a_system_only_conversation_is_sent_as_is(
+    gateway: Gateway, fake: FakeProviderServer, provider: str, model: str
+) -> None:
+    await gateway.sdk.chat.completions.create(
+        model=model, messages=[{"role": "system", "content": "Say hello."}]
+    )
+
+    (call,) = fake.calls(provider)
+    if provider == "anthropic":  # the leading system turn is Anthropic's top-level system
+        assert call.body["system"] == "Say hello."
+    else:
+        assert call.body["messages"] == [{"role": "system", "content": "Say hello."}]
 
 
 async def test_a_failure_mid_stream_reaches_the_sdk_as_an_error_and_is_recorded(
@@ -341,8 +367,9 @@ async def test_a_chat_job_replays_to_the_same_prompt(
     assert replayed.status_code == 200, replayed.text
     result = replayed.json()
     assert (result["reproduced"], result["differing"]) == (True, [])
-    assert result["prompt"]["system"].startswith("Answer in one sentence.")
+    assert result["prompt"]["system"] == ""  # the system turn stays where the caller put it
     assert [m["content"] for m in result["prompt"]["messages"]] == [
+        "Answer in one sentence.",
         "Name a colour.",
         "Blue.",
         "Another one?",
@@ -397,26 +424,25 @@ async def test_sampling_params_reach_the_provider_and_labels_are_ignored(
 
 
 @pytest.mark.parametrize(
-    ("arguments", "where"),
+    ("arguments", "param"),
     [
-        ({"max_completion_tokens": 0}, ["body", "max_completion_tokens"]),
-        ({"max_tokens": 0}, ["body", "max_tokens"]),
-        ({"extra_body": {"max_tokens": True}}, ["body", "max_tokens"]),
-        ({"temperature": 7}, ["body", "temperature"]),
-        ({"n": 2}, ["body", "n"]),
-        ({"response_format": {"type": "json_object"}}, ["body", "response_format"]),
+        ({"max_completion_tokens": 0}, "max_completion_tokens"),
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"extra_body": {"max_tokens": True}}, "max_tokens"),
+        ({"temperature": 7}, "temperature"),
+        ({"messages": [{"role": "user", "content": [{"type": "input_audio"}]}]}, "messages[0]"),
     ],
 )
-async def test_a_bad_or_unsupported_param_is_a_422_naming_the_openai_field(
-    gateway: Gateway, arguments: dict[str, Any], where: list[str]
+async def test_a_bad_param_is_a_400_naming_the_openai_field(
+    gateway: Gateway, arguments: dict[str, Any], param: str
 ) -> None:
-    with pytest.raises(openai.UnprocessableEntityError) as raised:
-        await gateway.sdk.chat.completions.create(
-            model="openai/m", messages=[{"role": "user", "content": "hi"}], **arguments
-        )
+    arguments = {"messages": [{"role": "user", "content": "hi"}], **arguments}
+    with pytest.raises(openai.BadRequestError) as raised:
+        await gateway.sdk.chat.completions.create(model="openai/m", **arguments)
     body: Any = raised.value.body
     assert body["type"] == "invalid_request"
-    assert [problem["loc"] for problem in body["errors"]] == [where]
+    assert raised.value.param is not None and raised.value.param.startswith(param)
+    assert raised.value.code == "invalid_value"
 
 
 async def test_a_full_gateway_sheds_a_chat_completion_at_the_door(

@@ -287,7 +287,7 @@ def test_configured_aliases_win_and_may_name_a_whole_model() -> None:
 
 def test_an_alias_to_an_unknown_provider_is_refused_at_start() -> None:
     settings = Settings(_env_file=None, model_aliases={"x-*": "nowhere"})
-    with pytest.raises(ConfigurationProblems, match="model_aliases.x-"):
+    with pytest.raises(ConfigurationProblems, match=r"model_aliases\.x-"):
         ModelSelectionPolicy.from_settings(settings)
 
 

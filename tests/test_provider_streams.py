@@ -59,7 +59,7 @@ async def collect(
         assert not replies, "nothing may follow the reply"
         if isinstance(event, TextDelta):
             deltas.append(event.text)
-        else:
+        elif isinstance(event, ProviderReply):
             replies.append(event)
     return deltas, replies
 

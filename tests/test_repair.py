@@ -76,7 +76,7 @@ async def test_an_invalid_answer_is_repaired_and_every_try_is_an_attempt() -> No
     second = model.conversations[1]
     assert second[: len(QUESTION)] == QUESTION
     assert second[-2] == Message(role="assistant", content='{"answer": 42}')
-    assert json.loads(second[-1].content)["result"] == "validation_failed"
+    assert json.loads(second[-1].text)["result"] == "validation_failed"
     # The caller pays for both tries.
     assert answer.reply.usage.input_tokens == 30
 

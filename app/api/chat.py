@@ -253,7 +253,13 @@ class _Chunks:
         if not self._usage:
             del data["usage"]  # OpenAI sends `usage` only when include_usage asks for it
         for choice in data["choices"]:  # a delta names only what it carries, as OpenAI's do
-            choice["delta"] = {k: v for k, v in choice["delta"].items() if v is not None}
+            delta = {k: v for k, v in choice["delta"].items() if v is not None}
+            if "tool_calls" in delta:  # a null id or type would overwrite the first piece's
+                delta["tool_calls"] = [
+                    {k: v for k, v in piece.items() if v is not None}
+                    for piece in delta["tool_calls"]
+                ]
+            choice["delta"] = delta
         return b"data: " + orjson.dumps(data) + b"\n\n"
 
     def _chunk(self, **fields: Any) -> ChatCompletionChunk:

@@ -36,6 +36,10 @@ IGNORED = (
 CHAT_MODEL = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,254}$"
 
 
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -84,9 +88,9 @@ class ChatThinkingBlock(_Wire):
     """Anthropic reasoning carried through an OpenAI-shaped conversation (LiteLLM's name)."""
 
     type: Literal["thinking", "redacted_thinking"]
-    thinking: str | None = None
-    signature: str | None = None
-    data: str | None = None
+    thinking: str | None = Field(default=None, exclude_if=_is_none)
+    signature: str | None = Field(default=None, exclude_if=_is_none)
+    data: str | None = Field(default=None, exclude_if=_is_none)
 
 
 class ChatMessage(_Wire):

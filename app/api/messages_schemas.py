@@ -236,3 +236,33 @@ class AnthropicMessage(BaseModel):
 
 class AnthropicTokenCount(BaseModel):
     input_tokens: int
+
+
+AnthropicErrorType = Literal[
+    "invalid_request_error",
+    "authentication_error",
+    "permission_error",
+    "not_found_error",
+    "request_too_large",
+    "rate_limit_error",
+    "api_error",
+    "overloaded_error",
+    "timeout_error",
+]
+
+
+class AnthropicErrorInfo(BaseModel):
+    """Anthropic's error, plus the gateway's own `gateway_type` and its details."""
+
+    model_config = ConfigDict(extra="allow")
+    type: AnthropicErrorType
+    message: str
+    gateway_type: str = Field(description="The gateway's own error type (ErrorType).")
+
+
+class AnthropicErrorBody(BaseModel):
+    """Every error at the Anthropic door, in Anthropic's shape."""
+
+    type: Literal["error"] = "error"
+    error: AnthropicErrorInfo
+    request_id: str | None = None

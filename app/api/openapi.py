@@ -16,12 +16,15 @@ from typing import Any
 from fastapi import FastAPI
 
 from app.api.auth import is_protected
+from app.api.error_dialects import Dialect, dialect_for
+from app.api.messages_schemas import AnthropicErrorBody
 from app.api.openapi_examples import add_examples
 from app.auth.keys import Scope
 from app.errors import error_types
 from app.schemas import ErrorBody
 
 ERROR_SCHEMA = ErrorBody.__name__
+ANTHROPIC_ERROR_SCHEMA = AnthropicErrorBody.__name__
 ERROR_TYPE_SCHEMA = "ErrorType"
 _COMPONENTS = "#/components/schemas/"
 _FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
@@ -99,10 +102,22 @@ def _refusals(path: str, operation: dict[str, Any], *, auth: bool) -> set[int]:
     return statuses
 
 
-def _error_response(status: int) -> dict[str, Any]:
+# At the OpenAI and Anthropic doors a request problem is 400, as at those providers
+# (app/api/error_dialects.py); the reasons of their 400s and 404s are the dialects'.
+_DOOR_WHY: dict[int, str] = {
+    400: "The request cannot be served: invalid_request, invalid_conversation, "
+    "unsupported_parameter, capability_missing (code context_length_exceeded for a prompt over "
+    "the context window) or bad_request; `param` names the field, `code` is OpenAI's.",
+    404: "model_not_found: no such model, pattern, or provider model.",
+}
+
+
+def _error_response(status: int, dialect: Dialect = "gateway") -> dict[str, Any]:
+    schema = ANTHROPIC_ERROR_SCHEMA if dialect == "anthropic" else ERROR_SCHEMA
+    why = _DOOR_WHY.get(status) if dialect != "gateway" else None
     return {
-        "description": _WHY.get(status, "Error"),
-        "content": {"application/json": {"schema": {"$ref": _COMPONENTS + ERROR_SCHEMA}}},
+        "description": why or _WHY.get(status, "Error"),
+        "content": {"application/json": {"schema": {"$ref": _COMPONENTS + schema}}},
     }
 
 
@@ -142,14 +157,18 @@ def document_errors(spec: dict[str, Any], *, auth: bool) -> dict[str, Any]:
                 continue
             for parameter in operation.get("parameters", []):
                 _without_null(parameter)
+            dialect = dialect_for(path)
             responses: dict[str, Any] = operation.setdefault("responses", {})
             for added in _refusals(path, operation, auth=auth):
-                responses.setdefault(str(added), _error_response(added))
-            for status, response in responses.items():
+                responses.setdefault(str(added), _error_response(added, dialect))
+            for status, response in list(responses.items()):
                 schema = response.get("content", {}).get("application/json", {}).get("schema")
                 ref = schema.get("$ref", "") if isinstance(schema, dict) else ""
                 if ref.removeprefix(_COMPONENTS) in (*_FASTAPI_VALIDATION_SCHEMAS, ERROR_SCHEMA):
-                    responses[status] = _error_response(int(status))
+                    responses[status] = _error_response(int(status), dialect)
+            if dialect != "gateway" and "422" in responses:  # a door's 422 is its 400
+                del responses["422"]
+                responses["400"] = _error_response(400, dialect)
             operation["responses"] = dict(sorted(responses.items()))
     schemas: dict[str, Any] = spec.setdefault("components", {}).setdefault("schemas", {})
     for name in _FASTAPI_VALIDATION_SCHEMAS:
@@ -157,7 +176,13 @@ def document_errors(spec: dict[str, Any], *, auth: bool) -> dict[str, Any]:
     body = ErrorBody.model_json_schema(ref_template=_COMPONENTS + "{model}")
     schemas.update(body.pop("$defs", {}))
     schemas[ERROR_SCHEMA] = body
+    anthropic = AnthropicErrorBody.model_json_schema(ref_template=_COMPONENTS + "{model}")
+    schemas.update(anthropic.pop("$defs", {}))
+    schemas[ANTHROPIC_ERROR_SCHEMA] = anthropic
     _enumerate_error_types(schemas)
+    schemas["AnthropicErrorInfo"]["properties"]["gateway_type"] = {
+        "$ref": _COMPONENTS + ERROR_TYPE_SCHEMA
+    }
     add_examples(schemas)
     return spec
 

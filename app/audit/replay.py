@@ -10,7 +10,7 @@ import structlog
 from app.audit.redaction import Redactor
 from app.audit.trail import redact_prompt
 from app.catalog import PatternCatalog
-from app.catalog.chat import CHAT_BASE_PATH, CHAT_SHA256
+from app.catalog.chat import CHAT_BASE_PATH, CHAT_HASHES
 from app.catalog.templates import FALLBACK_SHA256
 from app.errors import GenAIError, JobNotFound, ReplayUnavailable
 from app.metrics import Metrics
@@ -77,7 +77,9 @@ class Replayer:
     async def current_source_hash(self, job: StoredJob | SourceUse) -> str | None:
         """The hash of the job's source as last scanned; None if it is gone or no longer loads."""
         if job.source_kind == "pattern" and job.source_base_path == CHAT_BASE_PATH:
-            return CHAT_SHA256  # the built-in chat source: no file, it ships with the code
+            # The built-in chat source: no file, every version ships with the code.
+            recorded = job.pattern_content_hash
+            return recorded if recorded in CHAT_HASHES else None
         if job.source_kind == "pattern":
             owner = next(
                 (lib for lib in self.patterns.libraries if lib.base_path == job.source_base_path),

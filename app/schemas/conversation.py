@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from jsonschema import Draft202012Validator, SchemaError
-from pydantic import Field, StrictBool, field_validator, model_validator
+from pydantic import ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from app.schemas.base import FrozenModel
 
@@ -59,7 +59,15 @@ class CacheControl(FrozenModel):
     ttl: Literal["5m", "1h"] | None = Field(default=None, exclude_if=_is_none)
 
 
+def _type_required(schema: dict[str, Any]) -> None:
+    """A part's `type` has a default for code, but on the wire it picks the part (the union's
+    discriminator), so the document says it is required."""
+    schema["required"] = ["type", *schema.get("required", [])]
+
+
 class TextPart(FrozenModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_type_required)
+
     type: Literal["text"] = "text"
     text: str
     cache_control: CacheControl | None = Field(default=None, exclude_if=_is_none)
@@ -68,6 +76,8 @@ class TextPart(FrozenModel):
 class ImagePart(FrozenModel):
     """An image by reference: an https URL the provider fetches, or a `data:` URI. The gateway
     never fetches a URL itself."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_type_required)
 
     type: Literal["image"] = "image"
     url: str = Field(
