@@ -184,8 +184,8 @@ class GenAIService:
                 f"{prepared.choice.provider} offers no token counting (Anthropic models do)",
             )
         call = self._upstream.provider_call(prepared, tuple(prepared.prompt.messages))
-        async with self._slot():
-            return await provider.count_tokens(call)
+        async with self._slot():  # under the one retry policy, like every upstream call
+            return await self._upstream.retry.run(lambda: provider.count_tokens(call))
 
     async def _prepare(self, request: RenderRequest) -> Prepared:
         """The render, in its own span; counts contract failures and the prompt's size."""
@@ -302,9 +302,8 @@ class GenAIService:
                 # Upstream time until the first event: the overhead header is sent before the rest.
                 request_facts().upstream_seconds = _elapsed_ms(upstream_started) / 1000
             except GenAIError as exc:
-                raise await self._failed(job, exc, started, upstream_started, run) from (
-                    exc.__cause__
-                )
+                failed = await self._failed(job, exc, started, upstream_started, run, streamed=True)
+                raise failed from exc.__cause__
             except asyncio.CancelledError:
                 self._cancelled(job, started, run)
                 raise
@@ -345,7 +344,8 @@ class GenAIService:
                 upstream_ms = _elapsed_ms(upstream_started)
                 await self._audit.confirm(job)
             except GenAIError as exc:
-                yield StreamFailed(await self._failed(job, exc, started, upstream_started, run))
+                failed = await self._failed(job, exc, started, upstream_started, run, streamed=True)
+                yield StreamFailed(failed)
                 return
             except (asyncio.CancelledError, GeneratorExit):
                 self._cancelled(job, started, run)
@@ -420,6 +420,8 @@ class GenAIService:
         started: float,
         upstream_started: float,
         run: UpstreamRun,
+        *,
+        streamed: bool = False,
     ) -> GenAIError:
         """Record the failure; the error to raise is a new one that names the job."""
         upstream_ms = _elapsed_ms(upstream_started)
@@ -430,6 +432,7 @@ class GenAIService:
             upstream_ms=upstream_ms,
             calls=run.attempts,
             output_attempts=run.output_attempts,
+            streamed=streamed,
         )
         self._metrics.completions.labels(run.provider, "failed").inc()
         request_facts().upstream_seconds = upstream_ms / 1000

@@ -59,7 +59,10 @@ def test_supported_params_come_from_the_descriptor_even_when_unconfigured() -> N
         "stop",
         "reasoning_effort",
     }
-    assert ProviderRegistry.supported_params("openai") == ALL_PARAMS
+    assert ProviderRegistry.supported_params("openai") == ALL_PARAMS - {
+        "thinking",
+        "thinking_budget",
+    }
 
 
 async def test_unconfigured_providers_say_how_to_configure_them() -> None:

@@ -40,8 +40,11 @@ from app.api.chat_schemas import (
     PromptTokensDetails,
 )
 from app.api.conversation import (
+    DROPPED_HEADER,
+    IGNORED_HEADER,
     PATTERN_PREFIX,
     DoorRequest,
+    dropped_params,
     to_render_request,
 )
 from app.api.deps import (
@@ -79,9 +82,6 @@ from app.schemas.conversation import conversation_problems
 from app.service import StreamDelta, StreamFailed, StreamOutput
 
 router = APIRouter(prefix="/v1", tags=["openai-compatible"], dependencies=[CanComplete])
-
-IGNORED_HEADER = "x-genai-ignored-params"
-DROPPED_HEADER = "x-genai-dropped-params"
 
 
 # --- the request -----------------------------------------------------------------------------
@@ -224,17 +224,6 @@ def _assistant(response: CompletionResponse) -> AssistantMessage:
     )
 
 
-def _dropped(asked: ModelParams | None, sent: ModelParams) -> list[str]:
-    """Params the caller set that the provider has no control for (see ProviderDescriptor)."""
-    if asked is None:
-        return []
-    return [
-        name
-        for name in type(asked).model_fields
-        if getattr(asked, name) is not None and getattr(sent, name) is None
-    ]
-
-
 class _Chunks:
     """The service's stream events as OpenAI `chat.completion.chunk` SSE frames."""
 
@@ -358,7 +347,7 @@ async def create_chat_completion(
             render, request_id=request_id, deadline_ms=deadline_ms, caller_key=caller_key
         ),
     )
-    if dropped := _dropped(door.params, envelope.params):
+    if dropped := dropped_params(door.params, envelope.params):
         headers[DROPPED_HEADER] = ",".join(dropped)
     answer = envelope.response
     completion = ChatCompletion(

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, model_validator
 
 from app.schemas import INT32_MAX, INT32_MIN, JSON_INTEGER, Provenance, ReasoningEffort
+from app.schemas.base import refuse_unsafe
 from app.schemas.conversation import FORMAT_NAME, MAX_TOOLS, TOOL_CALL_ID, TOOL_NAME
 
 # Accepted, never sent upstream: they identify the caller to OpenAI, tune its caching or billing
@@ -197,6 +198,12 @@ class ChatCompletionRequest(BaseModel):
             ],
         },
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _safe_text(cls, data: Any) -> Any:
+        """No NUL, lone surrogate or nesting past 64 levels anywhere (app/schemas/base.py)."""
+        return refuse_unsafe(data)
 
     model: str = Field(
         pattern=CHAT_MODEL,

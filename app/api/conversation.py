@@ -37,6 +37,9 @@ from app.schemas import (
 )
 
 PATTERN_PREFIX = "pattern/"
+# Fields a door accepted without effect, and params the chosen provider has no control for.
+IGNORED_HEADER = "x-genai-ignored-params"
+DROPPED_HEADER = "x-genai-dropped-params"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,3 +133,15 @@ def _validated(values: dict[str, Any]) -> RenderRequest:
                 for err in exc.errors(include_input=False)
             ]
         ) from None
+
+
+def dropped_params(asked: ModelParams | None, sent: ModelParams) -> list[str]:
+    """Params the caller set that were not sent: the provider has no such control (its
+    descriptor's `ignored_params`); any other would have been refused."""
+    if asked is None:
+        return []
+    return [
+        name
+        for name in type(asked).model_fields
+        if getattr(asked, name) is not None and getattr(sent, name) is None
+    ]

@@ -21,14 +21,12 @@ from typing import Any, Literal
 
 from app.errors import (
     CapabilityMissing,
-    Forbidden,
     GenAIError,
     InvalidConversation,
     InvalidModel,
     InvalidRequest,
     Overloaded,
     PatternNotFound,
-    PayloadTooLarge,
     RequestProblem,
     Unauthenticated,
     UnsupportedParameter,
@@ -121,10 +119,6 @@ def anthropic_error(
     info = dict(body["error"])
     gateway_type = info.pop("type")
     request_id = info.pop("request_id", None)
-    if isinstance(exc, PayloadTooLarge):
-        status = 413
-    if isinstance(exc, Forbidden):
-        status = 403
     kind = _ANTHROPIC_TYPES.get(status, "api_error")
     answer: dict[str, Any] = {
         "type": "error",

@@ -38,11 +38,14 @@ def genai_error_response(
     body = error_json(error_body(exc, request_id=request_id))
     code = status or exc.status_code
     dialect = dialect_for(request.url.path)
+    headers = exc.headers()
     if dialect == "openai":
         code, body = openai_error(exc, body, code)
-    elif dialect == "anthropic":
+    if dialect == "anthropic":
         code, body = anthropic_error(exc, body, code)
-    return JSONResponse(body, status_code=code, headers=exc.headers() or None)
+        if request_id:  # where the anthropic SDK looks for it (APIStatusError.request_id)
+            headers["request-id"] = request_id
+    return JSONResponse(body, status_code=code, headers=headers or None)
 
 
 async def _genai_error(request: Request, exc: Exception) -> JSONResponse:

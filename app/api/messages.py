@@ -18,7 +18,13 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
-from app.api.conversation import DoorRequest, to_render_request
+from app.api.conversation import (
+    DROPPED_HEADER,
+    IGNORED_HEADER,
+    DoorRequest,
+    dropped_params,
+    to_render_request,
+)
 from app.api.deps import CallerKeyDep, CanComplete, DeadlineDep, RequestIdDep, ServiceDep
 from app.api.disconnect import cancel_on_disconnect
 from app.api.error_dialects import anthropic_error
@@ -51,7 +57,6 @@ from app.service import StreamDelta, StreamFailed, StreamOutput
 
 router = APIRouter(prefix="/v1", tags=["anthropic-compatible"], dependencies=[CanComplete])
 
-IGNORED_HEADER = "x-genai-ignored-params"
 
 # Anthropic's effort levels → the gateway's reasoning_effort (its `max` is our top level).
 _EFFORT = {"low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "xhigh"}
@@ -121,15 +126,15 @@ def _response_format(body: AnthropicMessagesRequest) -> ResponseFormat | None:
 
 def _params(body: AnthropicMessagesRequest) -> ModelParams:
     effort = body.output_config.effort if body.output_config else None
-    reasoning = _EFFORT[effort] if effort else None
-    if body.thinking is not None and body.thinking.type == "disabled":
-        reasoning = "none"
+    thinking = body.thinking
     values = {
         "max_tokens": body.max_tokens,
         "stop": body.stop_sequences,
         "temperature": body.temperature,
         "top_p": body.top_p,
-        "reasoning_effort": reasoning,
+        "reasoning_effort": _EFFORT[effort] if effort else None,
+        "thinking": thinking.type if thinking else None,
+        "thinking_budget": thinking.budget_tokens if thinking else None,
     }
     return ModelParams.model_validate({k: v for k, v in values.items() if v is not None})
 
@@ -161,7 +166,7 @@ def _tool_input(arguments: str) -> dict[str, Any]:
     of another provider can write that) is kept whole rather than lost."""
     try:
         value = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {"arguments": arguments}
     return value if isinstance(value, dict) else {"value": value}
 
@@ -318,7 +323,8 @@ async def create_message(
 ) -> AnthropicMessage | Response:
     render = to_render_request(door_request(body, stream=body.stream))
     request_id = request_id or uuid.uuid4().hex
-    headers = _ignored(body)
+    # `request-id` is where the anthropic SDK reads it (the gateway's own is x-request-id).
+    headers = {**_ignored(body), "request-id": request_id}
     if body.stream:
         events = await cancel_on_disconnect(
             request,
@@ -334,6 +340,8 @@ async def create_message(
             render, request_id=request_id, deadline_ms=deadline_ms, caller_key=caller_key
         ),
     )
+    if dropped := dropped_params(render.params, envelope.params):
+        headers[DROPPED_HEADER] = ",".join(dropped)
     response.headers.update(headers)
     answer = envelope.response
     return AnthropicMessage(
@@ -355,7 +363,9 @@ async def create_message(
     responses=error_responses(400, 404, 502, 503, 504),
 )
 async def count_tokens(
-    body: AnthropicCountTokensRequest, service: ServiceDep
+    body: AnthropicCountTokensRequest, response: Response, service: ServiceDep
 ) -> AnthropicTokenCount:
     render = to_render_request(door_request(body, stream=False))
-    return AnthropicTokenCount(input_tokens=await service.count_tokens(render))
+    count = await service.count_tokens(render)
+    response.headers.update(_ignored(body))
+    return AnthropicTokenCount(input_tokens=count)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, model_validator
 
 from app.api.chat_schemas import CHAT_MODEL
 from app.schemas import JSON_INTEGER, Provenance
+from app.schemas.base import refuse_unsafe
 from app.schemas.conversation import MAX_TOOLS, TOOL_CALL_ID, TOOL_NAME
 
 IGNORED = (
@@ -133,6 +134,7 @@ class AnthropicToolChoice(_Wire):
 class AnthropicThinking(BaseModel):
     model_config = ConfigDict(extra="allow")
     type: Literal["enabled", "disabled", "adaptive"]
+    budget_tokens: Annotated[int, Field(ge=1, le=1_000_000), JSON_INTEGER] | None = None
 
 
 class AnthropicJSONOutputFormat(_Wire):
@@ -164,6 +166,12 @@ class AnthropicMessagesRequest(BaseModel):
         },
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _safe_text(cls, data: Any) -> Any:
+        """No NUL, lone surrogate or nesting past 64 levels anywhere (app/schemas/base.py)."""
+        return refuse_unsafe(data)
+
     model: str = Field(
         pattern=CHAT_MODEL,
         description="`provider/model`, a bare model id the alias map resolves "
@@ -183,7 +191,8 @@ class AnthropicMessagesRequest(BaseModel):
     top_p: StrictFloat | None = Field(default=None, gt=0, le=1)
     stream: StrictBool = False
     thinking: AnthropicThinking | None = Field(
-        default=None, description="`disabled` turns reasoning off; budgets are not forwarded."
+        default=None,
+        description="Forwarded to Anthropic models; to others, `disabled` turns reasoning off.",
     )
     output_config: AnthropicOutputConfig | None = None
     variables: dict[str, Any] = Field(

@@ -426,6 +426,7 @@ class AuditTrail:
         upstream_ms: float | None,
         calls: Sequence[CallAttempt] = (),
         output_attempts: Sequence[Attempt] = (),
+        streamed: bool = False,
     ) -> None:
         def build() -> JobOutcome:
             message = self.redactor.redact(error.message)
@@ -433,6 +434,7 @@ class AuditTrail:
             return JobOutcome(
                 id=job.id,
                 status="failed",
+                streamed=streamed,
                 completed_at=_now(),
                 error_type=error.error_type,
                 error_message=message.text,

@@ -68,7 +68,7 @@ def _tool_result(message: Message) -> Wire:
     block["content"] = _content(message.content)
     if message.is_error is not None:
         block["is_error"] = message.is_error
-    return block
+    return _marked(block, message.cache_control)
 
 
 def _assistant(message: Message) -> str | list[Wire]:
@@ -77,8 +77,11 @@ def _assistant(message: Message) -> str | list[Wire]:
     blocks = [block.model_dump(mode="json") for block in message.reasoning]
     blocks += _blocks(message.content)
     blocks += [
-        {"type": "tool_use", "id": call.id, "name": call.name, "input": json.loads(call.arguments)}
-        for call in message.tool_calls
+        _marked(
+            {"type": "tool_use", "id": c.id, "name": c.name, "input": json.loads(c.arguments)},
+            c.cache_control,
+        )
+        for c in message.tool_calls
     ]
     return blocks
 
@@ -197,6 +200,7 @@ def _tool_message(block: Mapping[str, Any]) -> Message:
         tool_call_id=block["tool_use_id"],
         content=_parts(block.get("content") or ""),
         is_error=block.get("is_error"),
+        cache_control=_cache_control(block),
     )
 
 
@@ -233,7 +237,12 @@ def assistant_from_wire(content: str | Sequence[Mapping[str, Any]]) -> Message:
             reasoning.append(ReasoningBlock.model_validate(kept))
         elif kind == "tool_use":
             arguments = arguments_text(block["input"])
-            calls.append(ToolCall(id=block["id"], name=block["name"], arguments=arguments))
+            marker = _cache_control(block)
+            calls.append(
+                ToolCall(
+                    id=block["id"], name=block["name"], arguments=arguments, cache_control=marker
+                )
+            )
         else:
             parts.append(part_from_wire(block))
     return Message(role="assistant", content=parts, tool_calls=calls, reasoning=reasoning)

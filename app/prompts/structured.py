@@ -88,11 +88,12 @@ def validate_output(schema: Mapping[str, Any], text: str | None, payload: Any = 
         fenced = _FENCED.match(raw)
         try:
             payload = json.loads(fenced.group(1) if fenced else raw)
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:  # not JSON, or nested past the parser
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "it cannot be read"
             issue = {
                 "field": "$",
                 "provided": _short(raw),
-                "problem": f"not valid JSON ({exc.msg})",
+                "problem": f"not valid JSON ({why})",
                 "requirement": "a single JSON value",
             }
             return Validation(None, ValidationIssues(invalid=[issue]))
@@ -100,7 +101,17 @@ def validate_output(schema: Mapping[str, Any], text: str | None, payload: Any = 
     missing: list[dict[str, Any]] = []
     unknown: list[str] = []
     validator = Draft202012Validator(schema)
-    for error in sorted(validator.iter_errors(payload), key=lambda e: list(map(str, e.path))):
+    try:
+        errors = sorted(validator.iter_errors(payload), key=lambda e: list(map(str, e.path)))
+    except RecursionError:  # a recursive schema walking a value nested past the stack
+        issue = {
+            "field": "$",
+            "provided": "(nested too deeply to show)",
+            "problem": "nested too deeply to check",
+            "requirement": "a value that fits the schema at a reasonable depth",
+        }
+        return Validation(None, ValidationIssues(invalid=[issue]))
+    for error in errors:
         if error.validator == "required":
             present = error.instance if isinstance(error.instance, dict) else {}
             for name in error.validator_value:  # one error per absent name, each listing all

@@ -42,7 +42,7 @@ from app.providers.base import (
     stream_failure,
     translate_sdk_errors,
 )
-from app.schemas import ReasoningBlock, ToolCall, Usage
+from app.schemas import FinishReason, ModelParams, ReasoningBlock, ToolCall, Usage
 from app.schemas.conversation import arguments_text
 
 if TYPE_CHECKING:  # the SDK is imported when the provider is configured, not with the app
@@ -54,10 +54,10 @@ _PATH = "/v1/messages"
 # The adapter's own bound when a caller built a call without max_tokens; the preparer always
 # sets one (the model's output limit from the capabilities file).
 _FALLBACK_MAX_TOKENS = 4096
-# OpenAI's reasoning_effort → Anthropic's output_config.effort (its lowest is `low`).
-_EFFORT = {"none": "low", "minimal": "low", "low": "low", "medium": "medium", "high": "high"} | {
-    "xhigh": "xhigh"
-}
+_THINKING_BUDGET = 1024  # Anthropic's smallest budget, when thinking is enabled without one
+# OpenAI's reasoning_effort → Anthropic's output_config.effort (its lowest is `low`); `none`
+# turns thinking off instead.
+_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh"}
 
 
 class _Block(BaseModel):
@@ -188,6 +188,25 @@ def _forced_tool(call: ProviderCall) -> Mapping[str, Any] | None:
     return None
 
 
+def _finish(stop_reason: str | None, answered_by_output_tool: bool) -> FinishReason:
+    """The model's stop reason; a call of the gateway's own output tool is the answer, not a
+    tool call the caller must run, so it is a normal stop."""
+    if answered_by_output_tool and stop_reason == "tool_use":
+        return "stop"
+    return normalize_finish_reason(stop_reason)
+
+
+def _thinking(params: ModelParams) -> dict[str, Any] | None:
+    """Anthropic's `thinking` config: off for reasoning_effort `none`, else as asked."""
+    if params.reasoning_effort == "none" or params.thinking == "disabled":
+        return {"type": "disabled"}
+    if params.thinking == "enabled":
+        return {"type": "enabled", "budget_tokens": params.thinking_budget or _THINKING_BUDGET}
+    if params.thinking == "adaptive":
+        return {"type": "adaptive"}
+    return None
+
+
 def _reasoning(block: _Block) -> ReasoningBlock:
     if block.type == "redacted_thinking":
         return ReasoningBlock(type="redacted_thinking", data=block.data)
@@ -294,8 +313,11 @@ class AnthropicProvider:
         if call.params.stop:
             body["stop_sequences"] = call.params.stop
         output_config: dict[str, Any] = {}
-        if call.params.reasoning_effort is not None:
-            output_config["effort"] = _EFFORT[call.params.reasoning_effort]
+        effort, thinking = call.params.reasoning_effort, _thinking(call.params)
+        if effort is not None and effort != "none":
+            output_config["effort"] = _EFFORT[effort]
+        if thinking is not None:
+            body["thinking"] = thinking
         if call.tools is not None:
             body |= dialect.toolset_to_wire(call.tools)
         forced = _forced_tool(call)
@@ -335,7 +357,7 @@ class AnthropicProvider:
                 calls.append(self._call(block, response.headers.get("request-id")))
         return ProviderReply(
             text=text,
-            finish_reason=normalize_finish_reason(message.stop_reason),
+            finish_reason=_finish(message.stop_reason, payload is not None),
             usage=message.usage.normalized(),
             upstream_request_id=response.headers.get("request-id"),
             payload=payload,
@@ -431,7 +453,7 @@ class AnthropicProvider:
             yield TextDelta(text)
         yield ProviderReply(
             text=text,
-            finish_reason=normalize_finish_reason(stop_reason),
+            finish_reason=_finish(stop_reason, payload is not None),
             usage=usage.normalized(),
             upstream_request_id=request_id,
             payload=payload,
@@ -442,7 +464,7 @@ class AnthropicProvider:
     def _tool_input(self, fragments: list[str], request_id: str | None) -> Any:
         try:
             return json.loads("".join(fragments) or "{}")
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ProviderError(
                 "anthropic answered unexpectedly: the streamed tool input is not JSON",
                 provider=self.name,
@@ -475,7 +497,9 @@ def _build(settings: Settings) -> Provider | None:
 
 DESCRIPTOR = ProviderDescriptor(
     name="anthropic",
-    supported_params=frozenset({"max_tokens", "stop", "reasoning_effort"}),
+    supported_params=frozenset(
+        {"max_tokens", "stop", "reasoning_effort", "thinking", "thinking_budget"}
+    ),
     how_to_configure="set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL)",
     build=_build,
     # The Messages API has no sampling controls (temperature, top_p, penalties), no seed and no

@@ -129,12 +129,15 @@ class OllamaProvider:
         """The /api/chat body: params go in `options` under Ollama's own names."""
         messages = dialect.messages_to_wire(call.system, call.messages)
         params = call.params.model_dump(exclude_none=True)
-        think = params.pop("reasoning_effort", None)
+        effort, thinking = params.pop("reasoning_effort", None), params.pop("thinking", None)
+        params.pop("thinking_budget", None)  # Ollama's `think` has no budget
         options = {_OPTION_NAMES[key]: value for key, value in params.items()}
         body: dict[str, Any] = {"model": call.model, "messages": messages, "options": options}
         body["stream"] = False
-        if think is not None:
-            body["think"] = _THINK[think]
+        if effort is not None:
+            body["think"] = _THINK[effort]
+        elif thinking is not None:
+            body["think"] = thinking != "disabled"
         if call.tools is not None:
             body |= dialect.toolset_to_wire(call.tools)
         if call.output is not None:  # Ollama constrains decoding to the schema
@@ -257,8 +260,9 @@ def _build(settings: Settings) -> Provider:
 
 DESCRIPTOR = ProviderDescriptor(
     name="ollama",
-    supported_params=frozenset({*_OPTION_NAMES, "reasoning_effort"}),
+    supported_params=frozenset({*_OPTION_NAMES, "reasoning_effort", "thinking"}),
     how_to_configure="set OLLAMA_HOST",
     build=_build,
-    ignored_params=frozenset({"verbosity"}),  # no such control; logit_bias is refused
+    # No such control; logit_bias is refused.
+    ignored_params=frozenset({"verbosity", "thinking_budget"}),
 )

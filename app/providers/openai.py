@@ -296,7 +296,9 @@ def compatible_provider(
 
 DESCRIPTOR = ProviderDescriptor(
     name="openai",
-    supported_params=ALL_PARAMS,
+    # Anthropic's thinking mode has no Chat Completions field: reasoning_effort is OpenAI's.
+    supported_params=ALL_PARAMS - {"thinking", "thinking_budget"},
+    ignored_params=frozenset({"thinking", "thinking_budget"}),
     how_to_configure="set OPENAI_API_KEY (or OPENAI_BASE_URL for an OpenAI-compatible server)",
     build=_build,
 )

@@ -88,6 +88,12 @@ class ModelParams(InputModel):
         description="OpenAI's reasoning_effort; Anthropic's output_config.effort; Ollama's think.",
     )
     verbosity: Literal["low", "medium", "high"] | None = None
+    thinking: Literal["enabled", "adaptive", "disabled"] | None = Field(
+        default=None,
+        description="Anthropic's thinking mode (enabled: with `thinking_budget` tokens); "
+        "Ollama's think on or off.",
+    )
+    thinking_budget: Annotated[int, Field(ge=1, le=1_000_000), JSON_INTEGER] | None = None
 
     def overlay(self, other: ModelParams | None) -> ModelParams:
         """These params with every field `other` sets taken from `other`."""
@@ -489,6 +495,8 @@ class RecordedParams(FrozenModel):
     logit_bias: dict[str, int] | None = Field(default=None, exclude_if=_unset)
     reasoning_effort: str | None = Field(default=None, exclude_if=_unset)
     verbosity: str | None = Field(default=None, exclude_if=_unset)
+    thinking: str | None = Field(default=None, exclude_if=_unset)
+    thinking_budget: int | None = Field(default=None, exclude_if=_unset)
 
 
 class RecordedPrompt(FrozenModel):

@@ -93,13 +93,19 @@ class FrozenModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def refuse_unsafe(data: Any) -> Any:
+    """`data` when `unsafe_input` finds nothing in it; a ValueError saying where otherwise.
+    The `mode="before"` validator of every shape callers send."""
+    problem = unsafe_input(data) if isinstance(data, dict) else None
+    if problem:
+        raise ValueError(problem[:300])
+    return data
+
+
 class InputModel(FrozenModel):
     """A shape callers send: every string in it, at any depth, passes `unsafe_input` first."""
 
     @model_validator(mode="before")
     @classmethod
     def _safe_text(cls, data: Any) -> Any:
-        problem = unsafe_input(data) if isinstance(data, dict) else None
-        if problem:
-            raise ValueError(problem[:300])
-        return data
+        return refuse_unsafe(data)

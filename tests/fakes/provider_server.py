@@ -6,7 +6,8 @@ The official SDKs (openai 3.x, anthropic 2.x) send requests through ``httpx2``, 
 It streams when the request asks to (OpenAI SSE ``data:`` chunks ending ``data: [DONE]``, with a
 usage chunk when ``stream_options.include_usage`` is set; Anthropic's named SSE events; Ollama's
 NDJSON), and plays faults: a stream cut without its finish marker, a TCP reset, slow chunks,
-an error event inside a stream, besides HTTP errors and delays.
+an error event inside a stream, besides HTTP errors and delays. It also counts tokens as
+Anthropic's ``/v1/messages/count_tokens`` does (the count is the scripted ``input_tokens``).
 """
 
 from __future__ import annotations
@@ -582,16 +583,16 @@ def _stream_plan(provider: Provider, reply: Reply, body: dict[str, Any], n: int)
     def line(data: dict[str, Any]) -> bytes:
         return json.dumps(data).encode() + b"\n"
 
-    calls = []
+    whole_calls: list[bytes] = []
     if reply.tool_calls:  # Ollama sends each call whole, in a chunk of its own
-        chunk = _ollama_chunk(model, "")
-        chunk["message"]["tool_calls"] = _ollama_calls(reply)
-        calls.append(line(chunk))
+        with_calls = _ollama_chunk(model, "")
+        with_calls["message"]["tool_calls"] = _ollama_calls(reply)
+        whole_calls.append(line(with_calls))
     return _StreamPlan(
         "application/x-ndjson",
         head=[],
         pieces=[line(_ollama_chunk(model, piece)) for piece in pieces],
-        tail=[*calls, line(_ollama_done(model, "", reply))],
+        tail=[*whole_calls, line(_ollama_done(model, "", reply))],
         error=line({"error": reply.message}),
     )
 
@@ -691,6 +692,7 @@ class FakeProviderServer:
             routes=[
                 Route("/v1/chat/completions", self._handler("openai"), methods=["POST"]),
                 Route("/v1/messages", self._handler("anthropic"), methods=["POST"]),
+                Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
                 Route("/api/chat", self._handler("ollama"), methods=["POST"]),
                 Route("/api/tags", self._tags, methods=["GET"]),
             ]
@@ -755,6 +757,37 @@ class FakeProviderServer:
                 finished=counts.finished + change.get("finished", 0),
                 abandoned=counts.abandoned + change.get("abandoned", 0),
             )
+
+    async def _count_tokens(self, request: Request) -> Response:
+        """Anthropic's token counting, recorded like a chat request (provider "anthropic", path
+        /v1/messages/count_tokens). It plays the next scripted Anthropic reply: an error reply
+        answers as that error, any other `{"input_tokens": reply.input_tokens}` (11 unscripted)."""
+        raw = await request.body()
+        try:
+            body = json.loads(raw) if raw else {}
+        except json.JSONDecodeError:
+            body = None
+        with self._lock:
+            self._counter += 1
+            n = self._counter
+            self._requests.append(
+                RecordedRequest(
+                    "anthropic",
+                    request.url.path,
+                    {k.lower(): v for k, v in request.headers.items()},
+                    body if isinstance(body, dict) else {},
+                )
+            )
+            queue = self._queues["anthropic"]
+            reply = queue.popleft() if queue else Reply.ok()
+        rid = _request_id_header("anthropic", n)
+        if not isinstance(body, dict):
+            error = _error_body("anthropic", 400, "body is not a JSON object", n)
+            return JSONResponse(error, 400, headers=rid)
+        if reply.kind == "error":
+            error = _error_body("anthropic", reply.status, reply.message, n)
+            return JSONResponse(error, reply.status, headers={**rid, **reply.headers})
+        return JSONResponse({"input_tokens": reply.input_tokens}, headers=rid)
 
     async def _tags(self, request: Request) -> Response:
         """Ollama's model list, which health checks call; not recorded."""

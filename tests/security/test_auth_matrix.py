@@ -100,6 +100,12 @@ async def _call(callers: Callers, op: Operation, key: str | None) -> httpx.Respo
         return await http.request(op.method, op.url, json=body)
 
 
+def gateway_type(body: Any) -> str:
+    """The gateway's error type; the Anthropic door keeps it beside Anthropic's own."""
+    error = body["error"]
+    return str(error.get("gateway_type", error["type"]))
+
+
 def test_every_v1_route_declares_exactly_one_scope() -> None:
     assert PROTECTED, "no /v1 routes found"
     undeclared = [str(op) for op in PROTECTED if len(op.scopes) != 1]
@@ -118,7 +124,7 @@ async def test_route_refuses_callers_without_a_valid_key(callers: Callers, op: O
     for key in (None, "not-a-key", "gsk_0000000000000000_" + "A" * 43, callers.revoked):
         resp = await _call(callers, op, key)
         assert resp.status_code == 401, (key, resp.text)
-        assert resp.json()["error"]["type"] == "unauthenticated"
+        assert gateway_type(resp.json()) == "unauthenticated"
         assert resp.headers["www-authenticate"] == "Bearer"
 
 
@@ -129,7 +135,7 @@ async def test_route_admits_exactly_the_scopes_that_allow_it(
     as_complete = await _call(callers, op, callers.complete)
     if op.scopes == ("admin",):
         assert as_complete.status_code == 403, as_complete.text
-        assert as_complete.json()["error"]["type"] == "forbidden"
+        assert gateway_type(as_complete.json()) == "forbidden"
     else:
         assert as_complete.status_code not in (401, 403), as_complete.text
     as_admin = await _call(callers, op, callers.admin)
@@ -150,7 +156,7 @@ async def test_an_unauthenticated_body_is_refused_before_it_is_parsed(callers: C
             "/v1/completions", content=b"{not json", headers={"content-type": "application/json"}
         )
     assert resp.status_code == 401
-    assert resp.json()["error"]["type"] == "unauthenticated"
+    assert gateway_type(resp.json()) == "unauthenticated"
 
 
 async def test_the_first_key_is_printed_once_and_never_logged_again(callers: Callers) -> None:
