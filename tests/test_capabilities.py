@@ -283,5 +283,6 @@ def test_shortfalls_estimate_the_prompt_plus_answer_against_the_context(tmp_path
     # About four characters a token: 3,600 characters are ~900 tokens, plus 100 to answer.
     assert catalog.shortfalls("acme", "m", max_tokens=100, prompt_chars=3600) == []
     assert catalog.shortfalls("acme", "m", max_tokens=101, prompt_chars=3600) == [
-        "~1001 tokens exceed its context of 1000"
+        "the prompt is too long for its context window (context_length_exceeded): ~1001 tokens "
+        "with max_tokens, over its 1000"
     ]

@@ -220,12 +220,28 @@ async def test_tool_choice_none_and_a_named_tool_reach_openai_and_anthropic(
     }
 
 
-async def test_forcing_a_tool_call_is_refused_for_ollama_which_cannot(gateway: Gateway) -> None:
-    with pytest.raises(openai.BadRequestError) as raised:
-        await gateway.sdk.chat.completions.create(
-            model="ollama/llama3.2", messages=QUESTION, tools=[WEATHER], tool_choice="required"
-        )
-    assert (raised.value.code, raised.value.param) == ("unsupported_value", "tool_choice")
+async def test_ollama_is_held_to_a_forced_tool_choice_by_asking_again(
+    gateway: Gateway, fake: FakeProviderServer
+) -> None:
+    """Ollama has no tool_choice: the pipeline sends the tools, and when the model answers
+    without the call `required` asks for, it is told so and asked again (bounded)."""
+    fake.script(
+        "ollama",
+        Reply.ok("It is probably sunny."),
+        Reply.ok(tool_calls=(FakeCall("get_weather", {"city": "Paris"}),)),
+    )
+
+    completion = await gateway.sdk.chat.completions.create(
+        model="ollama/llama3.2", messages=QUESTION, tools=[WEATHER], tool_choice="required"
+    )
+
+    (call,) = completion.choices[0].message.tool_calls or []
+    assert call.type == "function" and call.function.name == "get_weather"
+    first, second = fake.calls("ollama")
+    assert "tool_choice" not in first.body
+    assert json.loads(second.body["messages"][-1]["content"])["result"] == "tool_call_required"
+    record = await _job(gateway, (completion.model_extra or {})["job_id"])
+    assert [attempt["valid"] for attempt in record["output_attempts"]] == [False]
 
 
 # --- structured output -----------------------------------------------------------------------

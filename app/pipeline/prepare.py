@@ -47,6 +47,8 @@ class Prepared:
     provenance: Provenance
     native_schema: bool  # the provider enforces `source.output_schema` itself
     output_via: Literal["format", "tool"] = "format"  # how, when it does (capabilities file)
+    # A forced tool choice the provider cannot enforce (no `tool_choice`): the repair loop does.
+    choice_by_repair: bool = False
 
     def as_render_result(self) -> RenderResult:
         """The dry-run answer (POST /v1/render, `genai render`)."""
@@ -70,6 +72,12 @@ def _check_turns(source: RenderedSource, request: RenderRequest) -> None:
             else f"continuation[{found.index - before}]"
         )
         raise InvalidConversation(f"{where}.{found.where}: {found.problem}", param=where)
+
+
+def _forced(source: RenderedSource) -> bool:
+    """The tools offered must be used: `required`, or a named tool."""
+    choice = source.tools.choice if source.tools is not None else None
+    return choice is not None and choice.type in ("required", "tool")
 
 
 def _requirements(source: RenderedSource, turns: Sequence[Message]) -> tuple[Requirement, ...]:
@@ -155,8 +163,6 @@ class PromptPreparer:
             for turn in turns
             for part in turn.parts
         )
-        choice_asked = source.tools.choice if source.tools is not None else None
-        forced = choice_asked is not None and choice_asked.type in ("required", "tool")
 
         def shortfalls(choice: ModelChoice) -> list[Shortfall]:
             found = self._capabilities.shortfalls(
@@ -166,7 +172,6 @@ class PromptPreparer:
                 max_tokens=self._params_for(choice, source, request).max_tokens or 0,
                 prompt_chars=prompt_chars,
                 image_urls=image_urls,
-                forced_tool_choice=forced,
             )
             refused = self._describe(choice.provider).refused_params(wanted)
             found += [
@@ -233,6 +238,7 @@ class PromptPreparer:
             provenance=provenance,
             native_schema=native,
             output_via=capabilities.structured_output_via,
+            choice_by_repair=_forced(source) and not capabilities.supports_tool_choice,
         )
 
     async def _compose(self, request: RenderRequest, source: RenderedSource) -> ComposedSnippets:

@@ -402,11 +402,13 @@ class Upstream:
         return UpstreamRun(self, prepared, deadline)
 
     def repair_loop(self, prepared: Prepared) -> RepairLoop:
+        tools = prepared.prompt.tools
         return RepairLoop(
             schema=prepared.source.output_schema,
             native=prepared.native_schema,
             max_attempts=self.structured_max_attempts,
             provider=prepared.choice.provider,
+            must_call=tools.choice if tools is not None and prepared.choice_by_repair else None,
         )
 
     @staticmethod

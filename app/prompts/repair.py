@@ -1,4 +1,6 @@
-"""The bounded validate-and-repair loop for structured output.
+"""The bounded validate-and-repair loop for structured output, and for a tool choice the
+provider cannot force itself (Ollama has no `tool_choice`: `required` or a named tool is held to
+by asking again when the model answered without the call).
 
 Each invalid answer is sent back with targeted feedback (`repair_feedback`) until one validates
 or the budget is spent. Every finished try is an `Attempt`, kept by the loop even when a later
@@ -13,9 +15,21 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from app.errors import StructuredOutputInvalid
-from app.prompts.structured import Attempt, repair_feedback, validate_output
+from app.prompts.structured import (
+    Attempt,
+    repair_feedback,
+    tool_call_feedback,
+    validate_output,
+)
 from app.providers import ProviderReply
-from app.schemas import Message, StructuredOutcome, Usage
+from app.schemas import (
+    InvalidValue,
+    Message,
+    StructuredOutcome,
+    ToolChoice,
+    Usage,
+    ValidationIssues,
+)
 
 ModelCall = Callable[[tuple[Message, ...]], Awaitable[ProviderReply]]
 """One provider call (retries included) for the given conversation."""
@@ -41,10 +55,13 @@ class RepairLoop:
         native: bool,
         max_attempts: int,
         provider: str,
+        must_call: ToolChoice | None = None,
     ) -> None:
         self.schema = schema
         self.mode: Literal["native", "instructions"] = "native" if native else "instructions"
-        self.limit = max(1, max_attempts) if schema is not None else 1
+        self.must_call = must_call  # a forced choice this loop holds the model to
+        repairs = schema is not None or must_call is not None
+        self.limit = max(1, max_attempts) if repairs else 1
         self.provider = provider
         self._attempts: tuple[Attempt, ...] = ()
 
@@ -68,16 +85,40 @@ class RepairLoop:
         parsed = validation.parsed if validation.valid else None
         return Answer(reply, parsed, outcome, self._attempts)
 
+    def _uncalled(self, reply: ProviderReply) -> ValidationIssues | None:
+        """What is wrong when the model did not make the call `must_call` asks for."""
+        wanted = self.must_call
+        if wanted is None:
+            return None
+        names = [c.name for c in reply.tool_calls]
+        if names and (wanted.name is None or wanted.name in names):
+            return None
+        requirement = f"a call of the tool {wanted.name!r}" if wanted.name else "a tool call"
+        problem = "no tool was called" if not names else f"called {', '.join(names)}"
+        issue = InvalidValue(
+            field="$", provided=reply.text[:200], problem=problem, requirement=requirement
+        )
+        return ValidationIssues(invalid=[issue])
+
     async def run(self, call: ModelCall, messages: Sequence[Message]) -> Answer:
         conversation = tuple(messages)
-        if self.schema is None:
+        if self.schema is None and self.must_call is None:
             return Answer(await call(conversation))
         usage = Usage(input_tokens=0, output_tokens=0, total_tokens=0)
+        issues = ValidationIssues()
         for number in range(1, self.limit + 1):
             reply = await call(conversation)
-            if reply.tool_calls:  # the model chose to call a tool: there is no output yet
-                return Answer(dataclasses.replace(reply, usage=usage.plus(reply.usage)))
             usage = usage.plus(reply.usage)
+            issues = self._uncalled(reply) or ValidationIssues()
+            if issues.invalid:
+                self._attempts += (Attempt(number, False, issues, reply.text),)
+                conversation += (
+                    Message(role="assistant", content=reply.text),
+                    Message(role="user", content=tool_call_feedback(self.must_call, issues)),
+                )
+                continue
+            if reply.tool_calls or self.schema is None:  # a call: there is no output yet
+                return Answer(dataclasses.replace(reply, usage=usage))
             validation = validate_output(self.schema, reply.text, reply.payload)
             self._attempts += (Attempt(number, validation.valid, validation.issues, reply.text),)
             if validation.valid:
@@ -93,9 +134,11 @@ class RepairLoop:
                 Message(role="assistant", content=reply.text),
                 Message(role="user", content=repair_feedback(validation)),
             )
+            issues = validation.issues
+        what = "output schema" if self.schema is not None else "tool choice"
         raise StructuredOutputInvalid(
-            f"The model's answer did not match the output schema after {self.limit} attempts.",
+            f"The model's answer did not match the {what} after {self.limit} attempts.",
             provider=self.provider,
             attempts=self.limit,
-            issues=validation.issues.model_dump(),
+            issues=issues.model_dump(),
         )

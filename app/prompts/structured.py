@@ -15,7 +15,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, ValidationError
 
-from app.schemas import ValidationIssues
+from app.schemas import ToolChoice, ValidationIssues
 
 _FENCED = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
 _PROVIDED_LIMIT = 200
@@ -147,5 +147,19 @@ def repair_feedback(validation: Validation) -> str:
             "issue_count": validation.issue_count,
             "action": REPAIR_ACTION,
         },
+        ensure_ascii=False,
+    )
+
+
+def tool_call_feedback(choice: ToolChoice | None, issues: ValidationIssues) -> str:
+    """The message sent back when a model answered without the tool call `choice` requires."""
+    name = choice.name if choice is not None else None
+    action = (
+        f"Call the tool `{name}` now, with its arguments; answer with nothing else."
+        if name
+        else "Call one of the tools now, with its arguments; answer with nothing else."
+    )
+    return json.dumps(
+        {"result": "tool_call_required", "issues": issues.model_dump(), "action": action},
         ensure_ascii=False,
     )

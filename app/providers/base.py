@@ -245,6 +245,8 @@ def error_for_status(
     """Map an upstream HTTP status to our hierarchy; never by reading message strings. `code` is
     the provider's structured error code, kept for the caller (context_length_exceeded…)."""
     suffix = f": {detail}" if detail else ""
+    if code:  # the provider's code in the message too: clients match on it (LangChain does)
+        suffix = f" [{code}]{suffix}"
     if status == 429:
         return UpstreamRateLimited(
             f"{provider} is rate limiting this gateway{suffix}",

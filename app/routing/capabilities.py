@@ -27,7 +27,8 @@ class Capabilities(BaseModel):
     supports_streaming: bool = False
     supports_images: bool = False
     supports_image_urls: bool = True  # an image by URL, fetched by the provider (else data: only)
-    supports_tool_choice: bool = True  # a call can be forced (`required`, or a named tool)
+    # A call can be forced (`required`, a named tool); without it the repair loop asks again.
+    supports_tool_choice: bool = True
     # How a schema is enforced when structured output is native: the provider's own output
     # format (OpenAI's response_format, Anthropic's output_config, Ollama's format) or a tool the
     # model is forced to call (Anthropic models older than its structured outputs).
@@ -105,7 +106,6 @@ class CapabilityCatalog:
         max_tokens: int = 0,
         prompt_chars: int = 0,
         image_urls: bool = False,
-        forced_tool_choice: bool = False,
     ) -> list[Shortfall]:
         """What the model lacks to serve a request, in words for the caller; empty when capable."""
         caps = self.for_model(provider, model)
@@ -122,14 +122,6 @@ class CapabilityCatalog:
                     param="messages",
                 )
             )
-        if forced_tool_choice and caps.supports_tools and not caps.supports_tool_choice:
-            found.append(
-                Shortfall(
-                    "no way to force a tool call (tool_choice required or a named tool)",
-                    kind="tool_choice",
-                    param="tool_choice",
-                )
-            )
         if max_tokens > caps.output_tokens:
             found.append(
                 Shortfall(
@@ -142,7 +134,9 @@ class CapabilityCatalog:
         if needed > caps.context_tokens:
             found.append(
                 Shortfall(
-                    f"~{needed} tokens exceed its context of {caps.context_tokens}",
+                    # The code in words too: clients match on the message (LangChain does).
+                    f"the prompt is too long for its context window (context_length_exceeded): "
+                    f"~{needed} tokens with max_tokens, over its {caps.context_tokens}",
                     kind="context",
                     param="messages",
                 )
