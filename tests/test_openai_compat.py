@@ -17,6 +17,7 @@ import pytest
 import uvicorn
 from openai import AsyncOpenAI
 
+from app.audit.trail import AuditTrail
 from app.auth import Scope
 from app.catalog.chat import CHAT_V2_SHA256
 from app.config import AnthropicSettings, LimitSettings, Settings
@@ -43,6 +44,7 @@ class Gateway:
     base_url: str
     sdk: AsyncOpenAI  # holds a `complete`-scope key, as an application would
     admin: httpx.AsyncClient  # reads the audit trail
+    audit: AuditTrail  # the server's own, to count its records
 
 
 @contextlib.asynccontextmanager
@@ -69,7 +71,7 @@ async def serving(settings: Settings) -> AsyncIterator[Gateway]:
                 base_url=base_url, headers={"Authorization": f"Bearer {admin.key}"}
             ) as http,
         ):
-            yield Gateway(base_url, sdk, http)
+            yield Gateway(base_url, sdk, http, app.state.runtime.audit)
     finally:
         server.should_exit = True
         await serve

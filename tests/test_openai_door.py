@@ -745,3 +745,46 @@ async def test_a_browser_preflight_is_answered_only_when_an_origin_is_allowed(
     assert answered.status_code == 200
     assert answered.headers["access-control-allow-origin"] == "https://app.example.com"
     assert "access-control-allow-origin" not in closed.headers
+
+
+# --- a bad upstream, and the audit trail ------------------------------------------------------
+
+
+async def test_a_compatible_server_that_sends_no_call_id_gets_one_made_up(
+    gateway: Gateway, fake: FakeProviderServer
+) -> None:
+    call: Any = {"id": "", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    choice = {"index": 0, "finish_reason": "tool_calls", "message": message}
+    fake.script(
+        "openai", Reply.raw(200, {"id": "x", "object": "chat.completion", "choices": [choice]})
+    )
+
+    completion = await gateway.sdk.chat.completions.create(
+        model="openai/gpt-4o-mini", messages=QUESTION, tools=[WEATHER]
+    )
+
+    (made,) = completion.choices[0].message.tool_calls or []
+    assert made.id.startswith("call_") and len(made.id) > len("call_")
+
+
+async def test_every_request_that_reaches_a_provider_has_exactly_one_audit_record(
+    gateway: Gateway, fake: FakeProviderServer
+) -> None:
+    fake.script("openai", Reply.ok(tool_calls=(FakeCall("get_weather", {"city": "Paris"}),)))
+    fake.script("anthropic", Reply.ok("ok"), Reply.error(400))
+    await gateway.sdk.chat.completions.create(
+        model="gpt-4o-mini", messages=QUESTION, tools=[WEATHER]
+    )
+    stream = await gateway.sdk.chat.completions.create(
+        model="anthropic/claude-sonnet-4-5", messages=QUESTION, stream=True
+    )
+    [chunk async for chunk in stream]
+    with pytest.raises(openai.BadRequestError):  # reaches the provider, which refuses it
+        await gateway.sdk.chat.completions.create(model="claude-sonnet-4-5", messages=QUESTION)
+    with pytest.raises(openai.BadRequestError):  # refused at the door: never reaches one
+        await gateway.sdk.chat.completions.create(model="gpt-4o-mini", messages=QUESTION, n=3)
+
+    jobs = await gateway.audit.recent(limit=50)
+    assert len(fake.requests) == len(jobs) == 3
+    assert sorted(job.status for job in jobs) == ["completed", "completed", "failed"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import time
+import uuid
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import ModuleType
@@ -99,6 +100,12 @@ class ReasoningDelta:
 StreamEvent = TextDelta | ToolCallDelta | ReasoningDelta | ProviderReply
 """What `Provider.stream` yields: deltas in order, then one ProviderReply with the whole answer
 (its tool calls and reasoning complete)."""
+
+
+def new_call_id() -> str:
+    """An id for a tool call that came without one (Ollama never sends one; some
+    OpenAI-compatible servers send an empty one): the caller needs one to answer it."""
+    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 class ToolCallAssembly:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import uuid
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any, cast
 
@@ -38,6 +37,7 @@ from app.providers.base import (
     ToolCallDelta,
     connection_lost,
     error_for_status,
+    new_call_id,
     normalize_finish_reason,
     safe_detail,
     stream_cut,
@@ -69,16 +69,11 @@ _THINK: dict[str, bool | str] = {
 }
 
 
-def _new_id() -> str:
-    """Ollama's tool calls have no id; OpenAI and Anthropic clients need one per call."""
-    return f"call_{uuid.uuid4().hex[:24]}"
-
-
 def _calls(message: ollama.Message) -> tuple[ToolCall, ...]:
     try:
         return tuple(
             ToolCall(
-                id=_new_id(),
+                id=new_call_id(),
                 name=call.function.name,
                 arguments=arguments_text(dict(call.function.arguments or {})),
             )

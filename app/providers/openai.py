@@ -33,6 +33,7 @@ from app.providers.base import (
     TextDelta,
     ToolCallAssembly,
     ToolCallDelta,
+    new_call_id,
     normalize_finish_reason,
     read_event,
     read_reply,
@@ -83,7 +84,7 @@ class _Function(BaseModel):
 
 
 class _ToolCall(BaseModel):
-    id: str
+    id: str | None = None  # some compatible servers send none, or an empty one
     function: _Function
 
 
@@ -95,7 +96,11 @@ class _Message(BaseModel):
     def calls(self, provider: str) -> tuple[ToolCall, ...]:
         try:
             return tuple(
-                ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments or "{}")
+                ToolCall(
+                    id=c.id or new_call_id(),
+                    name=c.function.name,
+                    arguments=c.function.arguments or "{}",
+                )
                 for c in self.tool_calls or ()
             )
         except ValidationError:
@@ -213,6 +218,7 @@ class OpenAIProvider:
         request_id = chunks.response.headers.get("x-request-id")
         parts: list[str] = []
         calls = ToolCallAssembly()
+        named: set[int] = set()  # calls whose first piece went out (with an id, made if none)
         finish: str | None = None
         usage: _Usage | None = None
         started = False
@@ -245,9 +251,11 @@ class OpenAIProvider:
                         parts.append(text)
                         yield TextDelta(text)
                     for piece in choice.delta.tool_calls or ():
+                        first = piece.index not in named
+                        named.add(piece.index)
                         delta = ToolCallDelta(
                             index=piece.index,
-                            id=piece.id,
+                            id=(piece.id or new_call_id()) if first else piece.id,
                             name=piece.function.name if piece.function else None,
                             arguments=(piece.function.arguments if piece.function else None) or "",
                         )
