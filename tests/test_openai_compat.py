@@ -314,8 +314,9 @@ async def test_a_system_only_conversation_is_sent_as_is(
     )
 
     (call,) = fake.calls(provider)
-    if provider == "anthropic":  # the leading system turn is Anthropic's top-level system
-        assert call.body["system"] == "Say hello."
+    if provider == "anthropic":  # the Messages API needs a turn: the system text is the user's
+        assert "system" not in call.body
+        assert call.body["messages"] == [{"role": "user", "content": "Say hello."}]
     else:
         assert call.body["messages"] == [{"role": "system", "content": "Say hello."}]
 

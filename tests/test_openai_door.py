@@ -716,6 +716,9 @@ async def test_a_tool_conversation_replays_to_the_same_hashes_and_is_stored_reda
     record = await _job(gateway, job_id)
 
     assert (replayed["reproduced"], replayed["differing"]) == (True, [])
+    assert "continuation_hash" in replayed["hashes"]  # prov-2's own hash is proven too
+    provenance = (completion.model_extra or {})["provenance"]
+    assert record["continuation_hash"] == provenance["continuation_hash"]
     stored = record["prompt_redacted"]["messages"]
     assert stored[1]["tool_calls"][0]["id"] == "call_9"
     assert "ana@example.com" not in json.dumps(record)

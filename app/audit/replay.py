@@ -29,7 +29,13 @@ from app.store.records import SourceUse, StoredJob
 from app.store.secrets import ReplayVault, VaultError
 from app.store.templates import TemplateRepository
 from app.store.writer import AuditWriter
-from app.tracking import canonical_json, sha256_hex, template_checksum, user_prompt_hash
+from app.tracking import (
+    canonical_json,
+    continuation_hash,
+    sha256_hex,
+    template_checksum,
+    user_prompt_hash,
+)
 from app.tracking import variables_hash as hash_variables
 
 log = structlog.get_logger(__name__)
@@ -185,12 +191,15 @@ class Replayer:
             self.metrics.replay_reveals.inc()
             log.warning("replay_revealed", job_id=job.id)
         stored_prompt_hash = _prompt_hash(job.prompt_redacted.model_dump(exclude_unset=True))
-        checks = {
+        checks: dict[str, tuple[str, str | None]] = {
             "pattern_content_hash": (job.pattern_content_hash, await self.current_source_hash(job)),
             "variables_hash": (job.variables_hash, hash_variables(inputs["variables"])),
             "user_prompt_hash": (job.user_prompt_hash, user_prompt_hash(inputs["user_prompt"])),
-            "prompt_redacted": (stored_prompt_hash, rebuilt_prompt_hash),
         }
+        if job.continuation_hash is not None:  # prov-2: the turns after the user prompt
+            turns = inputs.get("continuation") or []
+            checks["continuation_hash"] = (job.continuation_hash, continuation_hash(turns))
+        checks["prompt_redacted"] = (stored_prompt_hash, rebuilt_prompt_hash)
         hashes = {
             name: HashCheck(stored=stored, recomputed=now, matches=stored == now)
             for name, (stored, now) in checks.items()

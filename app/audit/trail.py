@@ -290,6 +290,7 @@ class AuditTrail:
             pattern_content_hash=provenance.pattern_content_hash,
             variables_hash=provenance.variables_hash,
             user_prompt_hash=provenance.user_prompt_hash,
+            continuation_hash=provenance.continuation_hash,
             provider=choice.provider,
             model=model.text,
             params=stored_params,

@@ -303,6 +303,9 @@ class AnthropicProvider:
     def request_kwargs(self, call: ProviderCall) -> dict[str, Any]:
         """The Messages API body: the system prompt is top-level, `max_tokens` is mandatory."""
         system, messages = dialect.messages_to_wire(call.system, call.messages)
+        if not messages and system is not None:
+            # The Messages API needs a turn: a system-only conversation is sent as the user's.
+            messages, system = [{"role": "user", "content": system}], None
         body: dict[str, Any] = {
             "model": call.model,
             "max_tokens": call.params.max_tokens or self._default_max_tokens,

@@ -537,6 +537,9 @@ class JobRecord(FrozenModel):
     pattern_content_hash: str
     variables_hash: str
     user_prompt_hash: str
+    continuation_hash: str | None = Field(
+        default=None, description="prov-2: the hash of the turns after the user prompt."
+    )
     provider: str
     model: str
     params: RecordedParams

@@ -65,6 +65,7 @@ class PendingJob(_Row):
     prompt_redacted: dict[str, Any]
     redaction_map: dict[str, str]
     snippet_ids: list[str]
+    continuation_hash: str | None = None  # prov-2 only
     replay_inputs: bytes | None = None
     status: Literal["pending"] = "pending"
     escaped_fields: tuple[str, ...] | None = None

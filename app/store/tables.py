@@ -115,6 +115,8 @@ class Job(Base):
     pattern_content_hash: Mapped[str] = mapped_column(String(71))
     variables_hash: Mapped[str] = mapped_column(String(71))
     user_prompt_hash: Mapped[str] = mapped_column(String(71))
+    # prov-2: the turns after the user prompt (tool calls and results, a prefill); else null.
+    continuation_hash: Mapped[str | None] = mapped_column(String(71), nullable=True)
 
     provider: Mapped[str] = mapped_column(String(32))
     model: Mapped[str] = mapped_column(String(200))
