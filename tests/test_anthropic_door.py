@@ -1278,12 +1278,6 @@ BAD_REQUESTS: list[tuple[str, str, dict[str, Any], str]] = [
         "invalid_conversation",
     ),
     (
-        "a forced tool choice to Ollama, which cannot force one",
-        "ollama/llama3.2",
-        {"tools": [WEATHER_TOOL], "tool_choice": {"type": "any"}},
-        "capability_missing",
-    ),
-    (
         "an image to a model without image support",
         "ollama/llama3.2",
         {"messages": [{"role": "user", "content": IMAGE_TURN[:2]}]},

@@ -9,12 +9,11 @@ and writes the envelope back as a `chat.completion` (or its chunks).
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Sequence
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import APIRouter, Path, Response
 from pydantic import ValidationError
 
 from app.api.chat_schemas import (
@@ -48,16 +47,12 @@ from app.api.conversation import (
     to_render_request,
 )
 from app.api.deps import (
-    CallerKeyDep,
     CanComplete,
     CatalogDep,
-    DeadlineDep,
+    CompleterDep,
     ProvidersDep,
-    RequestIdDep,
-    ServiceDep,
     SettingsDep,
 )
-from app.api.disconnect import cancel_on_disconnect
 from app.api.errors import error_responses
 from app.api.sse import EventStreamResponse
 from app.config import Settings
@@ -314,26 +309,15 @@ class _Chunks:
     },
 )
 async def create_chat_completion(
-    body: ChatCompletionRequest,
-    request: Request,
-    response: Response,
-    service: ServiceDep,
-    request_id: RequestIdDep,
-    caller_key: CallerKeyDep,
-    deadline_ms: DeadlineDep = None,
+    body: ChatCompletionRequest, response: Response, completer: CompleterDep
 ) -> ChatCompletion | Response:
     door = door_request(body)
     render = to_render_request(door)
-    request_id = request_id or uuid.uuid4().hex
-    created = int(time.time())
-    headers = {IGNORED_HEADER: ",".join(ignored)} if (ignored := _ignored(body)) else {}
+    request_id, created = completer.request_id, int(time.time())
+    ignored = _ignored(body)
+    headers = {IGNORED_HEADER: ",".join(ignored)} if ignored else {}
     if body.stream:
-        events = await cancel_on_disconnect(
-            request,
-            service.stream(
-                render, request_id=request_id, deadline_ms=deadline_ms, caller_key=caller_key
-            ),
-        )
+        events = await completer.stream(render)
         include_usage = body.stream_options is not None and body.stream_options.include_usage
         chunks = _Chunks(
             request_id=request_id, created=created, model=body.model, usage=include_usage
@@ -341,16 +325,12 @@ async def create_chat_completion(
         return EventStreamResponse(
             events, request_id=request_id, frames=chunks.frames, headers=headers
         )
-    envelope = await cancel_on_disconnect(
-        request,
-        service.complete(
-            render, request_id=request_id, deadline_ms=deadline_ms, caller_key=caller_key
-        ),
-    )
+    envelope = await completer.complete(render)
     if dropped := dropped_params(door.params, envelope.params):
         headers[DROPPED_HEADER] = ",".join(dropped)
+    response.headers.update(headers)
     answer = envelope.response
-    completion = ChatCompletion(
+    return ChatCompletion(
         id=f"chatcmpl-{request_id}",
         created=created,
         model=body.model,
@@ -359,8 +339,6 @@ async def create_chat_completion(
         provenance=envelope.provenance,
         job_id=envelope.job_id,
     )
-    response.headers.update(headers)
-    return completion
 
 
 # --- models ----------------------------------------------------------------------------------

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 
-from app.api.deps import CallerKeyDep, CanComplete, DeadlineDep, RequestIdDep, ServiceDep
-from app.api.disconnect import cancel_on_disconnect
+from app.api.deps import CanComplete, CompleterDep, ServiceDep
 from app.api.errors import error_responses
 from app.api.openapi import COMPLETION_EVENTS
 from app.api.sse import EventStreamResponse
@@ -30,29 +29,12 @@ router = APIRouter(prefix="/v1", tags=["completions"], dependencies=[CanComplete
     },
 )
 async def create_completion(
-    body: RenderRequest,
-    request: Request,
-    service: ServiceDep,
-    request_id: RequestIdDep,
-    caller_key: CallerKeyDep,
-    deadline_ms: DeadlineDep = None,
+    body: RenderRequest, completer: CompleterDep
 ) -> CompletionEnvelope | Response:
     if body.stream:
-        # Failures before the first text raise here and are answered as JSON errors; later
-        # ones end the stream with an `error` event.
-        events = await cancel_on_disconnect(
-            request,
-            service.stream(
-                body, request_id=request_id, deadline_ms=deadline_ms, caller_key=caller_key
-            ),
-        )
-        return EventStreamResponse(events, request_id=request_id)
-    return await cancel_on_disconnect(
-        request,
-        service.complete(
-            body, request_id=request_id, deadline_ms=deadline_ms, caller_key=caller_key
-        ),
-    )
+        events = await completer.stream(body)
+        return EventStreamResponse(events, request_id=completer.request_id)
+    return await completer.complete(body)
 
 
 @router.post(

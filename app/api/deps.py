@@ -6,11 +6,15 @@ needless hop per request for what are attribute lookups.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
 from typing import Annotated, Any, cast
 
 from fastapi import Depends, Header, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from app.api.disconnect import cancel_on_disconnect
 from app.audit.replay import Replayer
 from app.audit.trail import AuditTrail
 from app.auth.authenticator import Authenticator, Principal
@@ -22,7 +26,8 @@ from app.metrics import Metrics
 from app.providers.registry import ProviderRegistry
 from app.readiness import AuditBacklog, Readiness
 from app.runtime import Runtime
-from app.service import GenAIService
+from app.schemas import CompletionEnvelope, RenderRequest
+from app.service import GenAIService, StreamOutput
 from app.snippets import SnippetLibrary
 from app.store.templates import TemplateRepository
 
@@ -123,6 +128,42 @@ async def get_request_id(request: Request) -> str | None:
     return cast(str | None, request.scope.get("state", {}).get("request_id"))
 
 
+@dataclass(frozen=True, slots=True)
+class Completer:
+    """One request's way into the pipeline: its id, deadline and key go with every call, and a
+    client that goes away cancels the work (the job is recorded as cancelled)."""
+
+    service: GenAIService
+    request: Request
+    request_id: str
+    deadline_ms: int | None
+    caller_key: str | None
+
+    async def complete(self, render: RenderRequest) -> CompletionEnvelope:
+        return await cancel_on_disconnect(
+            self.request,
+            self.service.complete(
+                render,
+                request_id=self.request_id,
+                deadline_ms=self.deadline_ms,
+                caller_key=self.caller_key,
+            ),
+        )
+
+    async def stream(self, render: RenderRequest) -> AsyncGenerator[StreamOutput, None]:
+        """Failures before the first event raise here (answered as JSON errors); later ones end
+        the stream with its failure event."""
+        return await cancel_on_disconnect(
+            self.request,
+            self.service.stream(
+                render,
+                request_id=self.request_id,
+                deadline_ms=self.deadline_ms,
+                caller_key=self.caller_key,
+            ),
+        )
+
+
 DeadlineDep = Annotated[
     int | None,
     Header(
@@ -150,3 +191,16 @@ SettingsDep = Annotated[Settings, Depends(get_app_settings)]
 ProvidersDep = Annotated[ProviderRegistry, Depends(get_providers)]
 CanComplete = require(Scope.complete)
 IsAdmin = require(Scope.admin)
+
+
+async def get_completer(
+    request: Request,
+    service: ServiceDep,
+    request_id: RequestIdDep,
+    caller_key: CallerKeyDep,
+    deadline_ms: DeadlineDep = None,
+) -> Completer:
+    return Completer(service, request, request_id or uuid.uuid4().hex, deadline_ms, caller_key)
+
+
+CompleterDep = Annotated[Completer, Depends(get_completer)]

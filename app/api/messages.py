@@ -11,11 +11,10 @@ ways. The key may come as `x-api-key`, as the SDK sends it.
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 from pydantic import ValidationError
 
 from app.api.conversation import (
@@ -25,8 +24,7 @@ from app.api.conversation import (
     dropped_params,
     to_render_request,
 )
-from app.api.deps import CallerKeyDep, CanComplete, DeadlineDep, RequestIdDep, ServiceDep
-from app.api.disconnect import cancel_on_disconnect
+from app.api.deps import CanComplete, CompleterDep, ServiceDep
 from app.api.error_dialects import anthropic_error
 from app.api.errors import error_responses
 from app.api.messages_schemas import (
@@ -313,33 +311,17 @@ class _Events:
     },
 )
 async def create_message(
-    body: AnthropicMessagesRequest,
-    request: Request,
-    response: Response,
-    service: ServiceDep,
-    request_id: RequestIdDep,
-    caller_key: CallerKeyDep,
-    deadline_ms: DeadlineDep = None,
+    body: AnthropicMessagesRequest, response: Response, completer: CompleterDep
 ) -> AnthropicMessage | Response:
     render = to_render_request(door_request(body, stream=body.stream))
-    request_id = request_id or uuid.uuid4().hex
+    request_id = completer.request_id
     # `request-id` is where the anthropic SDK reads it (the gateway's own is x-request-id).
     headers = {**_ignored(body), "request-id": request_id}
     if body.stream:
-        events = await cancel_on_disconnect(
-            request,
-            service.stream(
-                render, request_id=request_id, deadline_ms=deadline_ms, caller_key=caller_key
-            ),
-        )
+        events = await completer.stream(render)
         frames = _Events(request_id=request_id, model=body.model).frames
         return EventStreamResponse(events, request_id=request_id, frames=frames, headers=headers)
-    envelope = await cancel_on_disconnect(
-        request,
-        service.complete(
-            render, request_id=request_id, deadline_ms=deadline_ms, caller_key=caller_key
-        ),
-    )
+    envelope = await completer.complete(render)
     if dropped := dropped_params(render.params, envelope.params):
         headers[DROPPED_HEADER] = ",".join(dropped)
     response.headers.update(headers)
