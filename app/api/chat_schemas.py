@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat
 
 from app.schemas import INT32_MAX, INT32_MIN, JSON_INTEGER, Provenance, ReasoningEffort
-from app.schemas.base import refuse_unsafe
+from app.schemas.base import SafeInput
 from app.schemas.conversation import FORMAT_NAME, MAX_TOOLS, TOOL_CALL_ID, TOOL_NAME
 
 # Accepted, never sent upstream: they identify the caller to OpenAI, tune its caching or billing
@@ -172,7 +172,7 @@ class StreamOptions(_Wire):
 Bounded = Annotated[int, Field(ge=1, le=1_000_000), JSON_INTEGER]
 
 
-class ChatCompletionRequest(BaseModel):
+class ChatCompletionRequest(SafeInput):
     """`POST /v1/chat/completions`; `variables` and `cache` are the gateway's own (the SDK's
     `extra_body`). Unknown fields are ignored and named in `x-genai-ignored-params`."""
 
@@ -198,12 +198,6 @@ class ChatCompletionRequest(BaseModel):
             ],
         },
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _safe_text(cls, data: Any) -> Any:
-        """No NUL, lone surrogate or nesting past 64 levels anywhere (app/schemas/base.py)."""
-        return refuse_unsafe(data)
 
     model: str = Field(
         pattern=CHAT_MODEL,

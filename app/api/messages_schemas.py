@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat
 
 from app.api.chat_schemas import CHAT_MODEL
 from app.schemas import JSON_INTEGER, Provenance
-from app.schemas.base import refuse_unsafe
+from app.schemas.base import SafeInput
 from app.schemas.conversation import MAX_TOOLS, TOOL_CALL_ID, TOOL_NAME
 
 IGNORED = (
@@ -149,7 +149,7 @@ class AnthropicOutputConfig(_Wire):
     format: AnthropicJSONOutputFormat | None = None
 
 
-class AnthropicMessagesRequest(BaseModel):
+class AnthropicMessagesRequest(SafeInput):
     """`POST /v1/messages` (and `/v1/messages/count_tokens`, without `max_tokens`)."""
 
     model_config = ConfigDict(
@@ -165,12 +165,6 @@ class AnthropicMessagesRequest(BaseModel):
             ]
         },
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _safe_text(cls, data: Any) -> Any:
-        """No NUL, lone surrogate or nesting past 64 levels anywhere (app/schemas/base.py)."""
-        return refuse_unsafe(data)
 
     model: str = Field(
         pattern=CHAT_MODEL,

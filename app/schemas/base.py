@@ -102,10 +102,15 @@ def refuse_unsafe(data: Any) -> Any:
     return data
 
 
-class InputModel(FrozenModel):
-    """A shape callers send: every string in it, at any depth, passes `unsafe_input` first."""
+class SafeInput(BaseModel):
+    """A shape callers send: every string in it, at any depth, passes `unsafe_input` first (no
+    NUL, no lone surrogate, no nesting past MAX_JSON_DEPTH)."""
 
     @model_validator(mode="before")
     @classmethod
     def _safe_text(cls, data: Any) -> Any:
         return refuse_unsafe(data)
+
+
+class InputModel(FrozenModel, SafeInput):
+    """A frozen shape callers send (the gateway's own API)."""
