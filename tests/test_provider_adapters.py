@@ -58,6 +58,8 @@ def test_supported_params_come_from_the_descriptor_even_when_unconfigured() -> N
         "max_tokens",
         "stop",
         "reasoning_effort",
+        "thinking",
+        "thinking_budget",
     }
     assert ProviderRegistry.supported_params("openai") == ALL_PARAMS - {
         "thinking",
@@ -148,7 +150,8 @@ async def test_anthropic_structured_output_arrives_parsed_from_the_forced_tool(
     reply = await registry.get("anthropic").complete(call)
     assert reply.payload == ["a", "b"]
     assert reply.text == '["a", "b"]'
-    assert reply.finish_reason == "tool_calls"
+    assert reply.finish_reason == "stop"  # the output tool is the answer, not a call to run
+    assert reply.tool_calls == ()
 
 
 # --- what comes back -------------------------------------------------------------------------

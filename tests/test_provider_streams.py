@@ -138,7 +138,7 @@ async def test_anthropic_streamed_structured_output_arrives_parsed_as_one_delta(
     deltas, (reply,) = await collect(registry, "anthropic", call)
     assert reply.payload == ["a", "b"]
     assert deltas == [reply.text] == ['["a", "b"]']
-    assert reply.finish_reason == "tool_calls"
+    assert reply.finish_reason == "stop"  # the output tool is the answer, not a call to run
     assert fake.calls("anthropic")[0].body["tool_choice"]["type"] == "tool"
 
 
