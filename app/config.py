@@ -237,9 +237,9 @@ class Settings(BaseSettings):
     default_max_tokens: int | None = Field(
         default=None,
         ge=1,
-        description="A cap on every answer's length, under patterns' and requests' own. Unset, "
-        "none is sent, except to Anthropic, whose API needs one: the model's output limit "
-        "from the capabilities file.",
+        description="The max_tokens sent when neither the request nor the pattern sets one. "
+        "Unset, none is sent, except to Anthropic, whose API needs one: the model's output "
+        "limit from the capabilities file, within what its context window leaves.",
     )
     capabilities_file: Path | None = Field(
         default=None, description="Extra capability data layered over the shipped file."
@@ -443,6 +443,9 @@ class _Environment:
         return found
 
 
+_MODEL_SETTINGS = frozenset({"GENAI_MODEL_ALIASES"})
+
+
 class _TaskModelVariables(PydanticBaseSettingsSource):
     """GENAI_MODEL_<TASK> names no field, so this source gathers them into env_task_models."""
 
@@ -455,7 +458,9 @@ class _TaskModelVariables(PydanticBaseSettingsSource):
 
     def __call__(self) -> dict[str, Any]:
         found: Mapping[str, str] = self._environment.with_prefix(TASK_MODEL_ENV_PREFIX)
-        return {"env_task_models": dict(found)} if found else {}
+        # GENAI_MODEL_ALIASES is a setting of its own, not the model of a task named "aliases".
+        tasks = {name: value for name, value in found.items() if name not in _MODEL_SETTINGS}
+        return {"env_task_models": tasks} if tasks else {}
 
 
 def _env_name(model_title: str | None, loc: tuple[int | str, ...]) -> str:

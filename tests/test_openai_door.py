@@ -791,3 +791,56 @@ async def test_every_request_that_reaches_a_provider_has_exactly_one_audit_recor
     jobs = await gateway.audit.recent(limit=50)
     assert len(fake.requests) == len(jobs) == 3
     assert sorted(job.status for job in jobs) == ["completed", "completed", "failed"]
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        {"functions": [{"name": "f", "parameters": {"type": "object"}}]},
+        {"function_call": "auto"},
+        {"audio": {"voice": "alloy", "format": "mp3"}},
+        {"web_search_options": {}},
+    ],
+    ids=lambda field: next(iter(field)),
+)
+async def test_fields_that_would_change_the_answer_are_refused_not_ignored(
+    gateway: Gateway, fake: FakeProviderServer, field: dict[str, Any]
+) -> None:
+    with pytest.raises(openai.BadRequestError) as raised:
+        await gateway.sdk.chat.completions.create(
+            model="gpt-4o-mini", messages=QUESTION, extra_body=field
+        )
+    assert (raised.value.code, raised.value.param) == ("unsupported_parameter", next(iter(field)))
+    assert fake.requests == []
+
+
+async def test_any_json_object_from_anthropic_keeps_the_callers_tools(
+    gateway: Gateway, fake: FakeProviderServer
+) -> None:
+    """Anthropic's native format needs a schema: "any JSON object" is held to by instructions
+    and the repair loop, so the caller's own tools stay callable (no forced output tool)."""
+    fake.script("anthropic", Reply.ok('{"city": "Paris"}'))
+
+    completion = await gateway.sdk.chat.completions.create(
+        model="claude-sonnet-4-5",
+        messages=QUESTION,
+        tools=[WEATHER],
+        response_format={"type": "json_object"},
+    )
+
+    assert json.loads(completion.choices[0].message.content or "") == {"city": "Paris"}
+    (sent,) = fake.calls("anthropic")
+    assert [tool["name"] for tool in sent.body["tools"]] == ["get_weather"]
+    assert "tool_choice" not in sent.body and "output_config" not in sent.body
+    assert "JSON Schema" in sent.body["system"]
+
+
+async def test_anthropics_required_max_tokens_leaves_room_for_a_long_prompt(
+    gateway: Gateway, fake: FakeProviderServer
+) -> None:
+    long: Any = [{"role": "user", "content": "word " * 60_000}]  # ~75k tokens
+
+    await gateway.sdk.chat.completions.create(model="anthropic/claude-opus-4-6", messages=long)
+
+    (sent,) = fake.calls("anthropic")
+    assert sent.body["max_tokens"] == 200_000 - 75_000  # the context left, under the 128k limit

@@ -367,3 +367,13 @@ def test_openai_api_key_is_kept_when_a_nested_genai_openai_option_is_set(
     assert settings.openai.base_url == "http://localhost:9999/v1"
     assert settings.openai.api_key is not None
     assert settings.openai.api_key.get_secret_value() == "sk-kept"
+
+
+def test_model_aliases_from_the_environment_are_not_a_task_named_aliases(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    clean_env.setenv("GENAI_MODEL_ALIASES", '{"fast": "openai/gpt-4o-mini"}')
+    settings = Settings(_env_file=None)
+    assert settings.model_aliases == {"fast": "openai/gpt-4o-mini"}
+    assert settings.env_task_models == {}
+    assert ModelSelectionPolicy.from_settings(settings).choose_model("fast").name == "gpt-4o-mini"

@@ -219,6 +219,23 @@ def test_serve_hands_its_model_flags_to_every_worker(
 # --- refused at start -------------------------------------------------------------------------
 
 
+def test_a_pattern_with_tools_needs_a_model_that_takes_tools_at_start(
+    tmp_path: Path, cli_env: Callable[..., None]
+) -> None:
+    root = tmp_path / "patterns"
+    write_pattern(root, hint=None)
+    path = root / f"{PATTERN}.md"
+    tools = "tools: [{name: lookup, parameters: {type: object}}]\n"
+    path.write_text(path.read_text().replace("requires: []\n", tools), encoding="utf-8")
+    config = tmp_path / "genai.yaml"
+    config.write_text("task_models: {email: ollama/gemma:2b}\n")
+    cli_env(GENAI_PATTERN_DIR=str(root), GENAI_DATA_DIR=str(tmp_path / "data"))
+    cli_env(GENAI_CONFIG=str(config))
+    result = run_cli("render", PATTERN, "--user-prompt", "x")
+    assert result.exit_code == 2, result.output
+    assert "lacks: no tools support" in result.stderr
+
+
 def test_a_configured_model_lacking_a_needed_capability_is_refused_at_start(
     tmp_path: Path, cli_env: Callable[..., None]
 ) -> None:

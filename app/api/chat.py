@@ -92,6 +92,20 @@ def _refuse_unhonoured(body: ChatCompletionRequest) -> None:
         raise UnsupportedParameter("top_logprobs", "log probabilities are not returned")
     if body.modalities is not None and "audio" in body.modalities:
         raise UnsupportedParameter("modalities", 'only text is served: send ["text"]')
+    extra = body.model_extra or {}
+    for name, why in _NOT_SERVED.items():
+        if extra.get(name) is not None:
+            raise UnsupportedParameter(name, why)
+
+
+# Known OpenAI fields that change the answer and that no provider is sent: refused, not ignored.
+_NOT_SERVED = {
+    "functions": "the legacy functions API is not served: send the same functions as `tools`",
+    "function_call": "the legacy functions API is not served: send `tool_choice`",
+    "audio": "audio output is not served",
+    "web_search_options": "web search is not served",
+    "moderation": "OpenAI's moderation policy is not served",
+}
 
 
 def _problem(exc: ValidationError) -> str:

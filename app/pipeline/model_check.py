@@ -14,11 +14,12 @@ from collections.abc import Callable, Iterable
 from app.catalog.pattern import PatternInfo
 from app.errors import CapabilityMissing, InvalidModel, Shortfall
 from app.providers.base import ProviderDescriptor
-from app.routing.capabilities import CapabilityCatalog
+from app.routing.capabilities import CapabilityCatalog, Requirement
 from app.routing.policy import ModelSelectionPolicy
 from app.schemas import ModelChoice, ModelParams, ModelSource
 
 _PATTERN_OWN: frozenset[ModelSource] = frozenset({"hint"})
+_TOOLS: tuple[Requirement, ...] = ("tools",)
 
 
 def unservable_patterns(
@@ -69,7 +70,8 @@ def _shortfalls(
         return capabilities.shortfalls(
             choice.provider,
             choice.name,
-            requires=info.meta.requires,
+            # A pattern's declared tools need a model that takes tools, as `requires` does.
+            requires=[*info.meta.requires, *(_TOOLS if info.meta.tools else ())],
             max_tokens=params.max_tokens or 0,
         )
 

@@ -17,7 +17,12 @@ from app.catalog.source import RenderedSource
 from app.errors import InvalidConversation, MissingSnippets, Shortfall
 from app.prompts.assembler import InstructionContext, PromptAssembler, TaskInstructions
 from app.providers.base import ProviderDescriptor
-from app.routing.capabilities import CapabilityCatalog, Requirement
+from app.routing.capabilities import (
+    CHARS_PER_TOKEN,
+    Capabilities,
+    CapabilityCatalog,
+    Requirement,
+)
 from app.routing.policy import ModelSelectionPolicy
 from app.schemas import (
     ImagePart,
@@ -74,6 +79,21 @@ def _check_turns(source: RenderedSource, request: RenderRequest) -> None:
         raise InvalidConversation(f"{where}.{found.where}: {found.problem}", param=where)
 
 
+def _native_output(source: RenderedSource, capabilities: Capabilities) -> bool:
+    """Whether the provider enforces the output format itself; else instructions and the repair
+    loop do. A forced output tool would leave the caller's own tools uncallable, so not then."""
+    wanted = source.response_format
+    if not capabilities.supports_structured_output:
+        return False
+    if (
+        wanted is not None
+        and wanted.type == "json_object"
+        and not capabilities.supports_json_object
+    ):
+        return False
+    return not (source.tools is not None and capabilities.structured_output_via == "tool")
+
+
 def _forced(source: RenderedSource) -> bool:
     """The tools offered must be used: `required`, or a named tool."""
     choice = source.tools.choice if source.tools is not None else None
@@ -89,6 +109,15 @@ def _requirements(source: RenderedSource, turns: Sequence[Message]) -> tuple[Req
     if any(isinstance(part, ImagePart) for turn in turns for part in turn.parts):
         needs.append("images")
     return tuple(dict.fromkeys(needs))
+
+
+def _prompt_chars(
+    request: RenderRequest, source: RenderedSource, snippets: ComposedSnippets
+) -> int:
+    """The prompt's length in characters, for the capability check's token estimate."""
+    turns = (*source.examples, *request.continuation)
+    system = _system_text(source, snippets)
+    return len(system) + len(source.user or "") + sum(len(m.text) for m in turns)
 
 
 def _system_text(source: RenderedSource, snippets: ComposedSnippets) -> str:
@@ -152,9 +181,8 @@ class PromptPreparer:
     def _shortfalls(
         self, request: RenderRequest, source: RenderedSource, snippets: ComposedSnippets
     ) -> Callable[[ModelChoice], list[Shortfall]]:
-        system = _system_text(source, snippets)
         turns = (*source.examples, *request.continuation)
-        prompt_chars = len(system) + len(source.user or "") + sum(len(m.text) for m in turns)
+        prompt_chars = _prompt_chars(request, source, snippets)
         requires = _requirements(source, turns)
 
         wanted = self._default_params.overlay(source.params).overlay(request.params)
@@ -169,7 +197,7 @@ class PromptPreparer:
                 choice.provider,
                 choice.name,
                 requires=requires,
-                max_tokens=self._params_for(choice, source, request).max_tokens or 0,
+                max_tokens=self._params_for(choice, source, request, prompt_chars).max_tokens or 0,
                 prompt_chars=prompt_chars,
                 image_urls=image_urls,
             )
@@ -204,12 +232,7 @@ class PromptPreparer:
             response_format=source.response_format,
         )
         capabilities = self._capabilities.for_model(choice.provider, choice.name)
-        # A forced output tool would leave the caller's own tools uncallable: instructions then.
-        native = (
-            source.output_schema is not None
-            and capabilities.supports_structured_output
-            and not (source.tools is not None and capabilities.structured_output_via == "tool")
-        )
+        native = source.output_schema is not None and _native_output(source, capabilities)
         context = InstructionContext(
             provider=choice.provider,
             task=source.name,
@@ -234,7 +257,9 @@ class PromptPreparer:
             snippets=snippets,
             prompt=self._assembler.assemble(task, context, request.instructions),
             choice=choice,
-            params=self._params_for(choice, source, request),
+            params=self._params_for(
+                choice, source, request, _prompt_chars(request, source, snippets)
+            ),
             provenance=provenance,
             native_schema=native,
             output_via=capabilities.structured_output_via,
@@ -251,10 +276,15 @@ class PromptPreparer:
         return await self._snippets.compose(request.snippets)
 
     def _params_for(
-        self, choice: ModelChoice, source: RenderedSource, request: RenderRequest
+        self,
+        choice: ModelChoice,
+        source: RenderedSource,
+        request: RenderRequest,
+        prompt_chars: int,
     ) -> ModelParams:
         """Request > pattern > configured defaults, minus what the provider refuses; a provider
-        that insists on `max_tokens` gets the model's output limit when nothing set one."""
+        that insists on `max_tokens` gets, when nothing set one, the model's output limit within
+        what its context window leaves the answer (so a long prompt is not refused for it)."""
         provider = self._describe(choice.provider)
         params = (
             self._default_params.overlay(source.params)
@@ -262,6 +292,8 @@ class PromptPreparer:
             .only(provider.supported_params)
         )
         if params.max_tokens is None and provider.requires_max_tokens:
-            limit = self._capabilities.for_model(choice.provider, choice.name).output_tokens
+            caps = self._capabilities.for_model(choice.provider, choice.name)
+            room = caps.context_tokens - prompt_chars // CHARS_PER_TOKEN
+            limit = max(1, min(caps.output_tokens, room))
             params = params.model_copy(update={"max_tokens": limit})
         return params

@@ -179,13 +179,10 @@ def _unwrap(schema: Mapping[str, Any], payload: Any) -> Any:
 
 def _forced_tool(call: ProviderCall) -> Mapping[str, Any] | None:
     """The schema of the output tool the model is forced to call, when that is how the format
-    is enforced: on older models, and for "any JSON object" (a tool's input always is one, while
-    output_config.format wants a schema); None otherwise."""
-    if call.output is None:
+    is enforced (older models, per the capabilities file); None otherwise."""
+    if call.output is None or call.output.via != "tool":
         return None
-    if call.output.via == "tool" or call.output.format.type == "json_object":
-        return call.output.format.schema_to_check
-    return None
+    return call.output.format.schema_to_check
 
 
 def _finish(stop_reason: str | None, answered_by_output_tool: bool) -> FinishReason:

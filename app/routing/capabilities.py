@@ -33,6 +33,9 @@ class Capabilities(BaseModel):
     # format (OpenAI's response_format, Anthropic's output_config, Ollama's format) or a tool the
     # model is forced to call (Anthropic models older than its structured outputs).
     structured_output_via: Literal["format", "tool"] = "format"
+    # "Any JSON object" (response_format json_object) as a native mode; without it the request
+    # is held to a {"type": "object"} schema by instructions and the repair loop.
+    supports_json_object: bool = True
     context_tokens: int = Field(default=8192, ge=1)
     output_tokens: int = Field(default=4096, ge=1)
 
