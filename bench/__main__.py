@@ -1,12 +1,14 @@
 """`python -m bench`: the service against a bare FastAPI + AsyncOpenAI passthrough.
 
-    python -m bench                    # full: baseline, service on SQLite and PostgreSQL, catalog
+    python -m bench                    # full: baselines, every route on SQLite and PostgreSQL
     python -m bench --quick            # CI: a few seconds per target, SQLite only, < 90 s
+    python -m bench --route chat-tools # one route (repeatable) and its baseline
     python -m bench --soak 300         # the 5-minute RSS check
     python -m bench --profile          # py-spy flame data and hot-spot summaries at c=1 and c=32
 
 Every server runs in its own process, pinned to one core, while the upstream and the load
-generator share the other; servers are measured one after the other. See bench/README.md.
+generator share the other; servers are measured one after the other, a fresh process for each
+target (one route of one server). See bench/README.md.
 """
 
 from __future__ import annotations
@@ -20,19 +22,22 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
 from bench import catalog
 from bench.load import run_load, tool_name, wrk_path
-from bench.measure import Plan, measure, smoke, with_audit_rows
+from bench.measure import Plan, TargetResult, measure, smoke, with_audit_rows
 from bench.procs import BenchError, Children, Cores
 from bench.profiling import finish_recording, start_recording, summarise
 from bench.report import Report, stamp
+from bench.routes import BASELINES, ROUTES, Route, baseline_target, describe
 from bench.startup import measure_catalog
-from bench.stores import scratch_postgres
+from bench.stores import audit_rows, scratch_postgres
 from bench.targets import (
     START_TIMEOUT_S,
+    Server,
     prepare_store,
     sdk_check_result,
     service_env,
@@ -40,6 +45,7 @@ from bench.targets import (
     start_sdk_check,
     start_service,
     start_upstream,
+    store_url,
 )
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -53,6 +59,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="CI mode: short phases, SQLite only.")
     parser.add_argument("--profile", action="store_true", help="Profile the service with py-spy.")
+    parser.add_argument(
+        "--route",
+        action="append",
+        choices=list(ROUTES),
+        help="The service route(s) to measure, each with its baseline (repeatable; default: all; "
+        "--profile: completions).",
+    )
     parser.add_argument(
         "--backend",
         choices=["sqlite", "postgres", "both"],
@@ -113,9 +126,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     quick = args.quick
     args.backend = args.backend or ("sqlite" if quick or args.profile else "both")
     args.warmup = args.warmup if args.warmup is not None else (1 if quick else 3)
-    args.c1 = args.c1 if args.c1 is not None else (2 if quick else 10)
-    args.c32 = args.c32 if args.c32 is not None else (2 if quick else 10)
-    args.soak = args.soak if args.soak is not None else (3 if quick else 30)
+    # Quick mode proves every target starts and answers under load; its figures are not read.
+    args.c1 = args.c1 if args.c1 is not None else (1 if quick else 10)
+    args.c32 = args.c32 if args.c32 is not None else (1 if quick else 10)
+    args.soak = args.soak if args.soak is not None else (1 if quick else 30)
+    args.route = list(dict.fromkeys(args.route or (["completions"] if args.profile else ROUTES)))
     results = BENCH_DIR / "results"
     args.json = args.json or results / ("quick.json" if quick else "latest.json")
     args.markdown = args.markdown or (results / "quick.md" if quick else BENCH_DIR / "RESULTS.md")
@@ -139,6 +154,55 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)  # unwinds through every `finally`, so children are stopped
 
 
+@dataclass(frozen=True)
+class Run:
+    """What every target of one run shares."""
+
+    args: argparse.Namespace
+    children: Children
+    cores: Cores
+    plan: Plan
+    upstream: str
+    use_wrk: bool
+
+    def measure(
+        self, server: Server, *, group: str, baseline: str | None, work_dir: Path
+    ) -> TargetResult:
+        """The server's figures; it is stopped afterwards, whatever happened."""
+        try:
+            return measure(
+                server,
+                self.plan,
+                group=group,
+                baseline=baseline,
+                work_dir=work_dir,
+                load_cores=self.cores.load,
+                use_wrk=self.use_wrk,
+            )
+        finally:
+            self.children.stop(server.child)
+
+
+def service_target(
+    run: Run, route: Route, *, group: str, env: dict[str, str], root: Path, key: str
+) -> TargetResult:
+    """One route on a fresh `genai serve`; its audit rows are those its process added."""
+    before = audit_rows(store_url(env))
+    server = start_service(
+        run.children,
+        run.cores.server,
+        name=route.target(group),
+        env=env,
+        cwd=root,
+        key=key,
+        workers=run.args.workers,
+        timeout=run.args.start_timeout,
+        route=route,
+    )
+    result = run.measure(server, group=group, baseline=route.compared_with, work_dir=root)
+    return with_audit_rows(result, server.database_url, before)
+
+
 def run_benchmarks(
     args: argparse.Namespace, children: Children, work_dir: Path, cores: Cores
 ) -> Report:
@@ -146,6 +210,7 @@ def run_benchmarks(
     load_tool = tool_name(use_wrk)
     plan = Plan(warmup_s=args.warmup, c1_s=args.c1, c32_s=args.c32, soak_s=args.soak)
     extra_env = dict(item.split("=", 1) for item in args.service_env)
+    routes = [ROUTES[key] for key in args.route]
     report = Report(
         mode="quick" if args.quick else "full",
         settings={
@@ -161,6 +226,7 @@ def run_benchmarks(
             "service_env": extra_env,
             "pattern": catalog.PATTERN_NAME,
             "system_prompt_chars": len(catalog.rendered_system_prompt()),
+            "routes": describe(routes),
         },
         meta=stamp(load_tool, cores.describe()),
     )
@@ -169,6 +235,7 @@ def run_benchmarks(
         log("wrk not found: using bench.pyload (install wrk, see bench/README.md)")
     upstream = start_upstream(children, cores.load, args.upstream_latency_ms)
     sdk_check = start_sdk_check(upstream)  # runs on the load core while the baseline starts
+    run = Run(args, children, cores, plan, upstream, use_wrk)
 
     def finish_sdk_check() -> None:
         if "sdk_check" not in report.meta:
@@ -183,29 +250,32 @@ def run_benchmarks(
             log(f"FAILED {label}: {exc}")
 
     if not args.no_baseline:
+        for route in dict.fromkeys(BASELINES[r.baseline] for r in routes if r.baseline):
+            name = baseline_target(route.key)
 
-        def baseline() -> None:
-            server = start_baseline(children, cores.server, upstream, args.start_timeout)
-            finish_sdk_check()
-            try:
-                report.targets.append(
-                    measure(server, plan, work_dir=work_dir, load_cores=cores.load, use_wrk=use_wrk)
+            def baseline(route: Route = route, name: str = name) -> None:
+                server = start_baseline(
+                    children, cores.server, upstream, args.start_timeout, name=name, route=route
                 )
-            finally:
-                children.stop(server.child)
+                finish_sdk_check()
+                report.targets.append(
+                    run.measure(server, group="baseline", baseline=None, work_dir=work_dir)
+                )
 
-        log("baseline (FastAPI + AsyncOpenAI)")
-        attempt("baseline", baseline)
+            log(f"{name} (FastAPI + AsyncOpenAI, POST {route.path})")
+            attempt(name, baseline)
 
     attempt("SDK check", finish_sdk_check)
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
     modes: list[str | None] = list(args.audit_mode) or [None]
     for backend in backends:
         for mode in modes:
-            name = f"service-{backend}" + (f"-{mode}" if mode else "")
+            group = f"service-{backend}" + (f"-{mode}" if mode else "")
 
-            def service(backend: str = backend, mode: str | None = mode, name: str = name) -> None:
-                root = work_dir / name
+            def service(
+                backend: str = backend, mode: str | None = mode, group: str = group
+            ) -> None:
+                root = work_dir / group
                 root.mkdir()
                 catalog.write_catalog(root / "patterns", 10)
                 with store_for(backend, work_dir) as database_url:
@@ -218,26 +288,17 @@ def run_benchmarks(
                         extra={**extra_env, **({"GENAI_AUDIT__MODE": mode} if mode else {})},
                     )
                     key = prepare_store(env, root)
-                    server = start_service(
-                        children,
-                        cores.server,
-                        name=name,
-                        env=env,
-                        cwd=root,
-                        key=key,
-                        workers=args.workers,
-                        timeout=args.start_timeout,
-                    )
-                    try:
-                        result = measure(
-                            server, plan, work_dir=root, load_cores=cores.load, use_wrk=use_wrk
-                        )
-                    finally:
-                        children.stop(server.child)
-                    report.targets.append(with_audit_rows(result, server.database_url))
+                    for route in routes:  # one store and key; a fresh process per route
 
-            log(f"{name} (genai serve, audit on)")
-            attempt(name, service)
+                        def target(route: Route = route) -> None:
+                            report.targets.append(
+                                service_target(run, route, group=group, env=env, root=root, key=key)
+                            )
+
+                        log(f"{route.target(group)} (genai serve, audit on, POST {route.path})")
+                        attempt(route.target(group), target)
+
+            attempt(group, service)
 
     if not args.no_catalog:
         # Quick mode skips the small catalog: each run starts three interpreters.
@@ -271,6 +332,8 @@ def run_benchmarks(
 
 def run_profile(args: argparse.Namespace, children: Children, work_dir: Path, cores: Cores) -> int:
     """py-spy on the service during a c=1 and a c=32 run; files under bench/profiles/."""
+    route = ROUTES[args.route[0]]
+    prefix = "" if route.key == "completions" else f"{route.key}-"
     use_wrk = wrk_path() is not None and not args.python_load
     out_dir = BENCH_DIR / "profiles"
     out_dir.mkdir(exist_ok=True)
@@ -296,6 +359,7 @@ def run_profile(args: argparse.Namespace, children: Children, work_dir: Path, co
             key=key,
             workers=args.workers,
             timeout=args.start_timeout,
+            route=route,
         )
         try:
             smoke(server)
@@ -311,7 +375,7 @@ def run_profile(args: argparse.Namespace, children: Children, work_dir: Path, co
                 use_wrk=use_wrk,
             )
             for concurrency in (1, 32):
-                profile = out_dir / f"service-c{concurrency}.speedscope.json"
+                profile = out_dir / f"service-{prefix}c{concurrency}.speedscope.json"
                 recorder = start_recording(
                     server.child.pid, profile, args.profile_seconds, args.profile_rate
                 )
@@ -334,11 +398,11 @@ def run_profile(args: argparse.Namespace, children: Children, work_dir: Path, co
                         recorder.kill()
                         recorder.wait()
                 title = (
-                    f"service ({args.backend}) POST /v1/completions at c={concurrency}: "
+                    f"service ({args.backend}) POST {route.path} ({route.key}) at c={concurrency}: "
                     f"{result.rps:.0f} req/s, p50 {result.p50_ms:.2f} ms, "
                     f"p99 {result.p99_ms:.2f} ms under py-spy ({args.profile_rate} Hz)"
                 )
-                summary = out_dir / f"summary-{concurrency}.txt"
+                summary = out_dir / f"summary-{prefix}{concurrency}.txt"
                 summary.write_text(summarise(profile, title))
                 log(
                     f"c={concurrency}: {profile.relative_to(BENCH_DIR.parent)}, "

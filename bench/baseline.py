@@ -1,8 +1,11 @@
-"""The yardstick: a bare FastAPI app whose one route passes a chat request to AsyncOpenAI.
+"""The yardstick: a bare FastAPI app whose routes pass a chat request to AsyncOpenAI.
 
-One client is built at start-up (lifespan) and closed at shutdown; no retries. Served by the
-harness as `uvicorn bench.baseline:app` (one worker, uvloop and httptools, no access log), the
-same server set-up `genai serve` uses. The upstream is read from BENCH_UPSTREAM_URL.
+`POST /v1/chat` takes the already-rendered prompt; `POST /v1/chat/tools` takes an OpenAI-shaped
+conversation with tools (loosely typed: the SDK is handed the messages and tools as they came)
+and answers with the text or the tool calls. One client is built at start-up (lifespan) and
+closed at shutdown; no retries. Served by the harness as `uvicorn bench.baseline:app` (one
+worker, uvloop and httptools, no access log), the same server set-up `genai serve` uses. The
+upstream is read from BENCH_UPSTREAM_URL.
 """
 
 from __future__ import annotations
@@ -10,9 +13,15 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any, cast
 
 from fastapi import FastAPI, Request
 from openai import AsyncOpenAI
+from openai.types.chat import (
+    ChatCompletionMessageParam,
+    ChatCompletionToolChoiceOptionParam,
+    ChatCompletionToolUnionParam,
+)
 from pydantic import BaseModel
 
 
@@ -69,4 +78,52 @@ async def chat(body: ChatIn, request: Request) -> ChatOut:
         finish_reason=choice.finish_reason,
         input_tokens=usage.prompt_tokens if usage else 0,
         output_tokens=usage.completion_tokens if usage else 0,
+    )
+
+
+class ToolChatIn(BaseModel):
+    """An OpenAI chat request with tools, as a client would send it."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    tool_choice: str | dict[str, Any] | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+class ToolCallOut(BaseModel):
+    id: str
+    name: str
+    arguments: str
+
+
+class ToolChatOut(ChatOut):
+    tool_calls: list[ToolCallOut]
+
+
+@app.post("/v1/chat/tools")
+async def chat_tools(body: ToolChatIn, request: Request) -> ToolChatOut:
+    client: AsyncOpenAI = request.app.state.client
+    completion = await client.chat.completions.create(
+        model=body.model,
+        messages=cast(list[ChatCompletionMessageParam], body.messages),
+        tools=cast(list[ChatCompletionToolUnionParam], body.tools),
+        tool_choice=cast(ChatCompletionToolChoiceOptionParam, body.tool_choice or "auto"),
+        temperature=body.temperature,
+        max_tokens=body.max_tokens,
+    )
+    choice = completion.choices[0]
+    usage = completion.usage
+    return ToolChatOut(
+        text=choice.message.content,
+        model=completion.model,
+        finish_reason=choice.finish_reason,
+        input_tokens=usage.prompt_tokens if usage else 0,
+        output_tokens=usage.completion_tokens if usage else 0,
+        tool_calls=[
+            ToolCallOut(id=c.id, name=c.function.name, arguments=c.function.arguments)
+            for c in choice.message.tool_calls or ()
+            if c.type == "function"
+        ],
     )

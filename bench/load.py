@@ -50,6 +50,8 @@ class LoadResult:
     p99_ms: float
     max_ms: float
     mean_ms: float
+    # The share of the server's core used by anything else during the run (bench.procs.CoreShare).
+    foreign_cpu: float | None = None
 
     @property
     def rps(self) -> float:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.load import LoadResult, run_load
-from bench.procs import BenchError, RssSampler, http_post
+from bench.procs import BenchError, CoreShare, RssSampler, http_post
 from bench.stores import audit_rows
 from bench.targets import Server
 
@@ -25,7 +25,12 @@ class Plan:
 
 @dataclass(frozen=True)
 class TargetResult:
+    """One target: a server process measured with one request (its route)."""
+
     name: str
+    group: str  # the server it is a route of: `baseline`, `service-sqlite`, …
+    route: str  # a key of bench.routes.ROUTES, or of BASELINES for the baseline's targets
+    baseline: str | None  # the name of the baseline target it is compared with
     started_in_s: float
     c1: LoadResult
     c32: LoadResult
@@ -42,6 +47,9 @@ class TargetResult:
     def as_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
+            "group": self.group,
+            "route": self.route,
+            "baseline": self.baseline,
             "started_in_s": round(self.started_in_s, 3),
             "c1": self.c1.as_dict(),
             "c32": self.c32.as_dict(),
@@ -70,6 +78,8 @@ def measure(
     server: Server,
     plan: Plan,
     *,
+    group: str,
+    baseline: str | None,
     work_dir: Path,
     load_cores: frozenset[int] | None,
     use_wrk: bool,
@@ -79,6 +89,7 @@ def measure(
 
     def load(concurrency: int, seconds: float, phase: str) -> LoadResult:
         server.child.check_alive()
+        mark = CoreShare.mark(server.child.pid)
         result = run_load(
             port=server.port,
             path=server.path,
@@ -90,11 +101,18 @@ def measure(
             cores=load_cores,
             use_wrk=use_wrk,
         )
+        if mark is not None:
+            result = replace(result, foreign_cpu=mark.foreign())
         server.child.check_alive()
+        other = (
+            ""
+            if result.foreign_cpu is None
+            else f", other load on its core {result.foreign_cpu:.0%}"
+        )
         log(
             f"  {server.name} {phase:>14}: {result.rps:7.1f} req/s, "
             f"p50 {result.p50_ms:.2f} ms, p99 {result.p99_ms:.2f} ms, "
-            f"failures {result.failures}"
+            f"failures {result.failures}{other}"
         )
         return result
 
@@ -111,6 +129,9 @@ def measure(
         rss.phase = "end"
     return TargetResult(
         name=server.name,
+        group=group,
+        route=server.route.key,
+        baseline=baseline,
         started_in_s=server.started_in_s,
         c1=c1,
         c32=c32,
@@ -122,9 +143,17 @@ def measure(
     )
 
 
-def with_audit_rows(result: TargetResult, database_url: str | None) -> TargetResult:
-    """Counted after the service stopped (its writer drained): every request left one row."""
+def with_audit_rows(
+    result: TargetResult, database_url: str | None, before: Mapping[str, int] | None
+) -> TargetResult:
+    """Counted after the service stopped (its writer drained): every request left one row.
+
+    The routes of one service share its store, so `before` (the counts when this target's
+    process started) is subtracted.
+    """
     if database_url is None:
         return result
     rows = audit_rows(database_url)
-    return TargetResult(**{**result.__dict__, "audit_rows": rows})
+    if rows is not None and before:
+        rows = {k: n - before.get(k, 0) for k, n in rows.items() if n - before.get(k, 0)}
+    return replace(result, audit_rows=rows)

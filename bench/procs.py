@@ -216,6 +216,61 @@ def rss_mb(pid: int) -> float:
     return total_kb / 1024
 
 
+_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+
+def _core_busy_s(core: int) -> float | None:
+    """Seconds core `core` was busy since boot, steal included (the hypervisor ran another guest
+    while this one wanted the core); None when /proc/stat cannot be read."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith(f"cpu{core} "):
+                ticks = [int(v) for v in line.split()[1:9]]
+                user, nice, system, _idle, _iowait, irq, softirq, steal = ticks
+                return (user + nice + system + irq + softirq + steal) * _TICK_S
+    return None
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """User + system seconds of the process and its descendants so far."""
+    total = 0
+    for member in _descendants(pid):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return total * _TICK_S
+
+
+@dataclass(frozen=True)
+class CoreShare:
+    """A mark from which to measure what else ran on a pinned server's core."""
+
+    pid: int
+    core: int
+    at: float
+    busy_s: float
+    own_s: float
+
+    @classmethod
+    def mark(cls, pid: int) -> CoreShare | None:
+        """None unless the process is pinned to exactly one core whose time can be read."""
+        with contextlib.suppress(OSError):
+            cores = os.sched_getaffinity(pid)
+            if len(cores) == 1 and (busy := _core_busy_s(min(cores))) is not None:
+                return cls(pid, min(cores), time.monotonic(), busy, _tree_cpu_s(pid))
+        return None
+
+    def foreign(self) -> float | None:
+        """The share of the core's time since the mark used by anything but the server (other
+        processes, interrupts, steal): a neighbour that makes this phase's figures worse."""
+        busy = _core_busy_s(self.core)
+        wall = time.monotonic() - self.at
+        if busy is None or wall <= 0:
+            return None
+        own = _tree_cpu_s(self.pid) - self.own_s
+        return max(0.0, min(1.0, (busy - self.busy_s - own) / wall))
+
+
 class RssSampler:
     """Samples a process tree's RSS every `interval` seconds in a thread; marks phases."""
 

@@ -17,6 +17,8 @@ from pathlib import Path
 from bench.procs import BenchError
 
 PROJECT_MARKERS = ("/app/", "/bench/")
+# Project files are shown relative to the repository (or to an exported copy run from elsewhere).
+_ROOT = str(Path(__file__).resolve().parent.parent) + "/"
 
 
 def py_spy() -> str:
@@ -63,7 +65,7 @@ def _frame_label(frame: dict[str, object]) -> str:
             file = file.split(marker, 1)[1]
             break
     else:
-        file = file.split("/work/main/", 1)[-1]
+        file = file.split(_ROOT, 1)[-1]
     return f"{frame.get('name', '?')} ({file})"
 
 

@@ -33,7 +33,10 @@ PACKAGES = (
 
 
 def commit() -> str:
-    """Short HEAD, with `-dirty` when the working tree has changes."""
+    """Short HEAD, with `-dirty` when the working tree has changes; BENCH_COMMIT when set (a run
+    from an exported copy of a commit, which has no git metadata: see bench/README.md)."""
+    if named := os.environ.get("BENCH_COMMIT"):
+        return named
 
     def git(*args: str) -> str:
         return subprocess.run(
@@ -74,6 +77,7 @@ class Goal:
     text: str
     measured: str
     met: bool | None  # None: not measured in this run
+    issue: int = 8
 
 
 @dataclass
@@ -85,31 +89,74 @@ class Report:
     problems: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
-    def baseline(self) -> TargetResult | None:
-        return next((t for t in self.targets if t.name == "baseline"), None)
+    def target(self, name: str | None) -> TargetResult | None:
+        return next((t for t in self.targets if t.name == name), None)
 
-    def services(self) -> list[TargetResult]:
-        return [t for t in self.targets if t.name != "baseline"]
+    def services(self, route: str | None = None) -> list[TargetResult]:
+        """The service's targets (all compared with a baseline), or those of one route."""
+        return [
+            t
+            for t in self.targets
+            if t.baseline is not None and (route is None or t.route == route)
+        ]
 
     def comparisons(self) -> list[dict[str, Any]]:
-        base = self.baseline()
-        if base is None:
-            return []
-        return [
-            {
-                "service": t.name,
-                "c1_p50_delta_ms": round(t.c1.p50_ms - base.c1.p50_ms, 3),
-                "c1_p99_delta_ms": round(t.c1.p99_ms - base.c1.p99_ms, 3),
-                "c32_p99_delta_ms": round(t.c32.p99_ms - base.c32.p99_ms, 3),
-                "c32_rps_ratio": round(t.c32.rps / base.c32.rps, 3) if base.c32.rps else None,
-                "peak_rss_delta_mb": round(t.peak_rss_mb - base.peak_rss_mb, 1),
-            }
-            for t in self.services()
-        ]
+        found = []
+        for t in self.services():
+            base = self.target(t.baseline)
+            if base is None:
+                continue
+            found.append(
+                {
+                    "service": t.name,
+                    "group": t.group,
+                    "route": t.route,
+                    "baseline": base.name,
+                    "c1_p50_delta_ms": round(t.c1.p50_ms - base.c1.p50_ms, 3),
+                    "c1_p99_delta_ms": round(t.c1.p99_ms - base.c1.p99_ms, 3),
+                    "c32_p99_delta_ms": round(t.c32.p99_ms - base.c32.p99_ms, 3),
+                    "c32_rps_ratio": round(t.c32.rps / base.c32.rps, 3) if base.c32.rps else None,
+                    "peak_rss_delta_mb": round(t.peak_rss_mb - base.peak_rss_mb, 1),
+                }
+            )
+        return found
+
+    def route_goals(self) -> list[Goal]:
+        """Issue 15: every other route costs no more, over its baseline, than /v1/completions."""
+        comparisons = self.comparisons()
+        reference = {c["group"]: c for c in comparisons if c["route"] == "completions"}
+        goals: list[Goal] = []
+        for c in comparisons:
+            ref = reference.get(c["group"])
+            if c["route"] == "completions" or ref is None:
+                continue
+            name, of = c["service"], ref["service"]
+            for label, key in (("c=1 p50", "c1_p50_delta_ms"), ("c=1 p99", "c1_p99_delta_ms")):
+                mine, theirs = c[key], ref[key]
+                goals.append(
+                    Goal(
+                        f"{name}: added {label} no more than {of}'s",
+                        f"{mine:+.2f} ms vs {theirs:+.2f} ms ({mine - theirs:+.2f} ms)",
+                        mine <= theirs,
+                        issue=15,
+                    )
+                )
+            mine, theirs = c["c32_rps_ratio"], ref["c32_rps_ratio"]
+            goals.append(
+                Goal(
+                    f"{name}: c=32 req/s ratio at least {of}'s",
+                    f"{mine:.2f}x vs {theirs:.2f}x" if mine and theirs else "n/a",
+                    None if not (mine and theirs) else mine >= theirs,
+                    issue=15,
+                )
+            )
+        return goals
 
     def goals(self) -> list[Goal]:
         goals: list[Goal] = []
         for c in self.comparisons():
+            if c["route"] != "completions":
+                continue  # issue 8's goals are stated for /v1/completions
             name = c["service"]
             p50, p99 = c["c1_p50_delta_ms"], c["c1_p99_delta_ms"]
             goals.append(
@@ -127,7 +174,7 @@ class Report:
                 )
             )
         soak = self.settings.get("soak_s", 0)
-        for t in self.services():
+        for t in self.services("completions"):
             slope = t.rss_slope_mb_per_min
             note = "" if soak >= 300 else f" (soak {soak:.0f} s < 5 min: indicative only)"
             goals.append(
@@ -164,7 +211,7 @@ class Report:
                     b <= a * 1.1 + 0.1,
                 )
             )
-        return goals
+        return goals + self.route_goals()
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -201,16 +248,25 @@ class Report:
             f"- phases: warm-up {s['warmup_s']} s at c=8, c=1 {s['c1_s']} s, c=32 {s['c32_s']} s, "
             f"sustained c=32 {s['soak_s']} s (RSS sampled every {s['rss_interval_s']} s)",
             f"- service: `genai serve --workers {s['workers']}`, audit trail on, auth on, "
-            f"log level {s['service_log_level']}, POST /v1/completions `{s['pattern']}` "
-            f"(system prompt {s['system_prompt_chars']} chars); extra env: "
+            f"log level {s['service_log_level']}, a fresh process per target; extra env: "
             f"{s['service_env'] or 'none'}",
+            f"- every request carries the `{s['pattern']}` prompt (system prompt "
+            f"{s['system_prompt_chars']} chars) and the same user prompt; targets "
+            "(`<server>-<route>`), each against its baseline:",
+            *(
+                f"  - {key}: POST {r['path']}, {r['about']}"
+                + (f" (against `{r['baseline']}`)" if r.get("baseline") else "")
+                for key, r in s.get("routes", {}).items()
+            ),
             "",
             "| target | c=1 p50 | c=1 p99 | c=32 req/s | c=32 p99 | peak RSS | RSS slope "
-            "(sustained) | audit rows | failures |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "(sustained) | audit rows | failures | other load on its core, c=1 / c=32 |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for t in self.targets:
-            slope = "n/a" if t.rss_slope_mb_per_min is None else f"{t.rss_slope_mb_per_min:+.2f}"
+            slope = (
+                "n/a" if t.rss_slope_mb_per_min is None else f"{t.rss_slope_mb_per_min:+.2f} MB/min"
+            )
             rows = (
                 "—"
                 if t.audit_rows is None
@@ -218,19 +274,19 @@ class Report:
             )
             lines.append(
                 f"| {t.name} | {t.c1.p50_ms:.2f} ms | {t.c1.p99_ms:.2f} ms | {t.c32.rps:.0f} | "
-                f"{t.c32.p99_ms:.2f} ms | {t.peak_rss_mb:.0f} MB | {slope} MB/min | {rows} | "
-                f"{t.failures} |"
+                f"{t.c32.p99_ms:.2f} ms | {t.peak_rss_mb:.0f} MB | {slope} | {rows} | "
+                f"{t.failures} | {_share(t.c1.foreign_cpu)} / {_share(t.c32.foreign_cpu)} |"
             )
         if comparisons := self.comparisons():
             lines += [
                 "",
-                "| service minus baseline | c=1 p50 | c=1 p99 | c=32 p99 | c=32 req/s "
-                "ratio | peak RSS |",
-                "|---|---|---|---|---|---|",
+                "| service minus baseline | baseline | c=1 p50 | c=1 p99 | c=32 p99 | "
+                "c=32 req/s ratio | peak RSS |",
+                "|---|---|---|---|---|---|---|",
             ]
             for c in comparisons:
                 lines.append(
-                    f"| {c['service']} | {c['c1_p50_delta_ms']:+.2f} ms | "
+                    f"| {c['service']} | {c['baseline']} | {c['c1_p50_delta_ms']:+.2f} ms | "
                     f"{c['c1_p99_delta_ms']:+.2f} ms | {c['c32_p99_delta_ms']:+.2f} ms | "
                     f"{c['c32_rps_ratio']:.2f}x | {c['peak_rss_delta_mb']:+.0f} MB |"
                 )
@@ -246,14 +302,20 @@ class Report:
                     f"| {size.patterns:,} | {size.list_s:.2f} s | {size.ready_s:.2f} s | "
                     f"{size.render.p50_ms:.2f} ms | {size.render.p99_ms:.2f} ms |"
                 )
-        if goals := self.goals():
-            lines += ["", "| goal (issue 8) | measured | met |", "|---|---|---|"]
+        goals = self.goals()
+        for issue in sorted({g.issue for g in goals}):
+            lines += ["", f"| goal (issue {issue}) | measured | met |", "|---|---|---|"]
             for g in goals:
-                met = {True: "yes", False: "**no**", None: "—"}[g.met]
-                lines.append(f"| {g.text} | {g.measured} | {met} |")
+                if g.issue == issue:
+                    met = {True: "yes", False: "**no**", None: "—"}[g.met]
+                    lines.append(f"| {g.text} | {g.measured} | {met} |")
         if self.problems:
             lines += ["", "Problems in this run:", ""] + [f"- {p}" for p in self.problems]
         return "\n".join(lines) + "\n"
+
+
+def _share(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0%}"
 
 
 def stamp(load_tool: str, pinning: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from bench import catalog
 from bench.load import LoadResult, run_load
 from bench.measure import smoke
 from bench.procs import Children
+from bench.routes import RENDER
 from bench.targets import genai, prepare_store, service_env, start_service
 
 
@@ -68,7 +69,7 @@ def measure_catalog(
         key=key,
         workers=1,
         timeout=timeout,
-        path="/v1/render",
+        route=RENDER,
     )
     try:
         smoke(server)

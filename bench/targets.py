@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bench import catalog
 from bench.procs import BenchError, Child, Children, free_port, wait_for_line, wait_until_ok
+from bench.routes import BASELINES, ROUTES, Route
 
 START_TIMEOUT_S = 60.0
 GENAI = str(Path(sys.executable).with_name("genai"))
@@ -26,11 +27,18 @@ class Server:
     name: str
     child: Child
     port: int
-    path: str
-    body: bytes
+    route: Route
     headers: dict[str, str] = field(default_factory=dict)
     database_url: str | None = None
     started_in_s: float = 0.0
+
+    @property
+    def path(self) -> str:
+        return self.route.path
+
+    @property
+    def body(self) -> bytes:
+        return self.route.body
 
 
 def start_upstream(children: Children, cores: frozenset[int] | None, latency_ms: float) -> str:
@@ -67,7 +75,13 @@ def sdk_check_result(check: subprocess.Popen[str]) -> str:
 
 
 def start_baseline(
-    children: Children, cores: frozenset[int] | None, upstream_url: str, timeout: float
+    children: Children,
+    cores: frozenset[int] | None,
+    upstream_url: str,
+    timeout: float,
+    *,
+    name: str = "baseline",
+    route: Route = BASELINES["plain"],
 ) -> Server:
     port = free_port()
     argv = [
@@ -91,14 +105,13 @@ def start_baseline(
     ]
     env = {**os.environ, "BENCH_UPSTREAM_URL": upstream_url}
     started = time.perf_counter()
-    child = children.start("baseline", argv, env=env, cores=cores)
+    child = children.start(name, argv, env=env, cores=cores)
     wait_until_ok(child, port, "/docs", timeout)
     return Server(
-        name="baseline",
+        name=name,
         child=child,
         port=port,
-        path="/v1/chat",
-        body=catalog.baseline_body(),
+        route=route,
         headers={"Content-Type": "application/json"},
         started_in_s=time.perf_counter() - started,
     )
@@ -157,6 +170,14 @@ def genai(
     return done.stdout
 
 
+def store_url(env: Mapping[str, str]) -> str:
+    """The service's audit store: GENAI_DATABASE_URL, or the SQLite file in its data dir."""
+    return (
+        env.get("GENAI_DATABASE_URL")
+        or f"sqlite+aiosqlite:///{Path(env['GENAI_DATA_DIR']) / 'genai.db'}"
+    )
+
+
 def prepare_store(env: Mapping[str, str], cwd: Path) -> str:
     """Migrate the store and mint a `complete` key in it; the key."""
     if "GENAI_DATABASE_URL" in env:  # SQLite is migrated by any command that opens it
@@ -175,7 +196,7 @@ def start_service(
     key: str,
     workers: int,
     timeout: float,
-    path: str = "/v1/completions",
+    route: Route = ROUTES["completions"],
 ) -> Server:
     """`genai serve` on a free port; measured from launch to the first 200 on /readyz."""
     port = free_port()
@@ -183,15 +204,12 @@ def start_service(
     started = time.perf_counter()
     child = children.start(name, argv, env=env, cores=cores, cwd=cwd)
     wait_until_ok(child, port, "/readyz", timeout)
-    body = catalog.completion_body() if path == "/v1/completions" else catalog.render_body()
     return Server(
         name=name,
         child=child,
         port=port,
-        path=path,
-        body=body,
+        route=route,
         headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
-        database_url=env.get("GENAI_DATABASE_URL")
-        or f"sqlite+aiosqlite:///{Path(env['GENAI_DATA_DIR']) / 'genai.db'}",
+        database_url=store_url(env),
         started_in_s=time.perf_counter() - started,
     )

@@ -7,6 +7,10 @@ asyncio HTTP/1.1 keep-alive protocol (uvloop when installed), no framework, one 
 
 It prints `PORT <n>` on stdout once it listens. Routes: POST /v1/chat/completions (OpenAI),
 POST /v1/messages (Anthropic), POST /api/chat and GET /api/tags (Ollama), GET /healthz.
+
+A request that offers tools (and does not turn them off) is answered with one call to the tool
+its `tool_choice` names, or else to the last tool offered, with a placeholder for each required
+argument; any other request gets the fixed text ANSWER.
 """
 
 from __future__ import annotations
@@ -35,42 +39,103 @@ def _last_user_text(body: dict[str, Any]) -> str:
     return ""
 
 
+_PLACEHOLDERS = {"string": "bench", "number": 1, "integer": 1, "boolean": True, "array": []}
+
+
+def _arguments(schema: Any) -> dict[str, Any]:
+    """A placeholder for each required argument: the first enum value, or one of its type."""
+    if not isinstance(schema, dict):
+        return {}
+    properties = schema.get("properties") or {}
+    arguments: dict[str, Any] = {}
+    for name in schema.get("required") or ():
+        spec = properties.get(name) if isinstance(properties, dict) else None
+        spec = spec if isinstance(spec, dict) else {}
+        enum = spec.get("enum")
+        arguments[name] = enum[0] if enum else _PLACEHOLDERS.get(str(spec.get("type")), {})
+    return arguments
+
+
+def _chosen(tools: list[tuple[str, Any]], named: Any) -> tuple[str, dict[str, Any]] | None:
+    """The tool to call (name and arguments) among (name, schema) pairs, or None for text."""
+    if not tools:
+        return None
+    schemas = dict(tools)
+    name = named if isinstance(named, str) and named in schemas else tools[-1][0]
+    return name, _arguments(schemas[name])
+
+
+def _openai_call(body: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    choice = body.get("tool_choice")
+    if choice == "none":
+        return None
+    tools = [
+        (str(function.get("name")), function.get("parameters"))
+        for tool in body.get("tools") or ()
+        if isinstance(tool, dict) and isinstance(function := tool.get("function"), dict)
+    ]
+    named = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    return _chosen(tools, named)
+
+
 def _openai(body: dict[str, Any], n: int) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    message: dict[str, Any] = {"role": "assistant", "content": ANSWER, "refusal": None}
+    finish = "stop"
+    if (call := _openai_call(body)) is not None:
+        function = {"name": call[0], "arguments": json.dumps(call[1])}
+        message |= {
+            "content": None,
+            "tool_calls": [{"id": f"call_bench_{n}", "type": "function", "function": function}],
+        }
+        finish = "tool_calls"
     return {
         "id": f"chatcmpl-bench-{n}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body.get("model", "bench-model"),
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "stop",
-                "logprobs": None,
-                "message": {"role": "assistant", "content": ANSWER, "refusal": None},
-            }
-        ],
+        "choices": [{"index": 0, "finish_reason": finish, "logprobs": None, "message": message}],
         "usage": {"prompt_tokens": 412, "completion_tokens": 19, "total_tokens": 431},
     }, [("x-request-id", f"req_bench_{n}")]
 
 
 def _anthropic(body: dict[str, Any], n: int) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    choice = body.get("tool_choice")
+    choice = choice if isinstance(choice, dict) else {}
+    tools = [
+        (str(tool.get("name")), tool.get("input_schema"))
+        for tool in body.get("tools") or ()
+        if isinstance(tool, dict)
+    ]
+    call = None if choice.get("type") == "none" else _chosen(tools, choice.get("name"))
+    content: list[dict[str, Any]] = [{"type": "text", "text": ANSWER}]
+    if call is not None:
+        content = [
+            {"type": "tool_use", "id": f"toolu_bench_{n}", "name": call[0], "input": call[1]}
+        ]
     return {
         "id": f"msg_bench_{n}",
         "type": "message",
         "role": "assistant",
         "model": body.get("model", "bench-model"),
-        "content": [{"type": "text", "text": ANSWER}],
-        "stop_reason": "end_turn",
+        "content": content,
+        "stop_reason": "end_turn" if call is None else "tool_use",
         "stop_sequence": None,
         "usage": {"input_tokens": 412, "output_tokens": 19},
     }, [("request-id", f"req_bench_{n}")]
 
 
 def _ollama(body: dict[str, Any], n: int) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    message: dict[str, Any] = {"role": "assistant", "content": ANSWER}
+    if (call := _openai_call(body)) is not None:  # Ollama takes OpenAI-shaped tools
+        message = {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"function": {"name": call[0], "arguments": call[1]}}],
+        }
     return {
         "model": body.get("model", "bench-model"),
         "created_at": "2026-01-01T00:00:00.000000Z",
-        "message": {"role": "assistant", "content": ANSWER},
+        "message": message,
         "done": True,
         "done_reason": "stop",
         "total_duration": 1,
