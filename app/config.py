@@ -88,6 +88,12 @@ class UpstreamSettings(BaseModel):
     max_retry_after_seconds: float = Field(
         default=20.0, ge=0, description="A longer Retry-After is passed to the caller, not waited."
     )
+    max_answer_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        ge=1024,
+        description="The most one answer may hold (the body, or a stream's text, tool calls and "
+        "reasoning together); a provider that sends more is cut off with an error.",
+    )
 
 
 class CacheSettings(BaseModel):
@@ -105,10 +111,36 @@ class CacheSettings(BaseModel):
         "completion goes upstream, never fails.",
     )
     scope: Literal["shared", "key"] = Field(
-        default="shared",
-        description="shared: every caller's identical request shares one entry. key: each API "
-        "key has its own entries, so no caller can learn (from a fast answer) that another "
-        "sent the same prompt.",
+        default="key",
+        description="key: each API key has its own entries, so no caller can learn (from a fast "
+        "answer, or `cache: hit`) that another sent the same prompt. shared: every caller's "
+        "identical request shares one entry (more hits; an explicit opt-in).",
+    )
+
+
+class RequestSettings(BaseModel):
+    """What one request may carry besides its byte size (GENAI_MAX_BODY_BYTES): bounds on the
+    work that grows with the input, so no caller can stall the others."""
+
+    max_variables: int = Field(
+        default=256, ge=1, description="Variables one request may send (top-level names)."
+    )
+    max_variable_chars: int = Field(
+        default=1_000_000,
+        ge=1_000,
+        description="The variables' total size, as the characters of their canonical JSON.",
+    )
+    max_depth: int = Field(
+        default=32,
+        ge=4,
+        le=64,
+        description="How deep a request's JSON may nest (variables, tool schemas…).",
+    )
+    stream_send_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="How long one send of a stream may wait on a client that stopped reading; "
+        "past it the stream ends, its slot is freed and the job is recorded cancelled.",
     )
 
 
@@ -262,6 +294,7 @@ class Settings(BaseSettings):
         default=None, description="redis://…: the response cache in Redis, shared by replicas."
     )
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    request: RequestSettings = Field(default_factory=RequestSettings)
     prices: dict[str, ModelPrice] = Field(
         default_factory=dict,
         description="Price overrides over the shipped table (app/routing/prices.yaml), keyed "
