@@ -28,8 +28,11 @@ RUN /opt/build-tools/bin/pip wheel --no-build-isolation --no-deps --wheel-dir /t
 
 FROM ${PYTHON_IMAGE} AS runtime
 # Settings read by the service (see deploy/.env.example): patterns baked into the image, and the
-# data directory (generated keys when none are configured, the audit spool) on a volume. Mount
-# your own patterns over /srv/genai/patterns, or prepend a root: GENAI_PATTERN_DIR=/mine:/srv/...
+# data directory (generated keys when none are configured, the audit spool, the first admin key)
+# on a volume. Mount your own patterns over /srv/genai/patterns, or prepend a root:
+# GENAI_PATTERN_DIR=/mine:/srv/... GENAI_LOG_JSON=true also marks the console as a log stream,
+# even under `docker run -t`: the first admin key then goes to
+# /var/lib/genai/keys/first-admin-key (0600), never to `docker logs` (docs/deployment.md).
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

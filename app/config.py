@@ -22,6 +22,7 @@ from pydantic_settings import (
 
 from app.config_file import ConfigFileSource
 from app.errors import ConfigurationError
+from app.schemas.base import InputLimits
 
 BUILTIN_PROVIDERS = ("openai", "anthropic", "ollama")
 TASK_MODEL_ENV_PREFIX = "GENAI_MODEL_"
@@ -125,10 +126,10 @@ class RequestSettings(BaseModel):
     max_variables: int = Field(
         default=256, ge=1, description="Variables one request may send (top-level names)."
     )
-    max_variable_chars: int = Field(
+    max_variables_bytes: int = Field(
         default=1_000_000,
         ge=1_000,
-        description="The variables' total size, as the characters of their canonical JSON.",
+        description="The variables' total size: the bytes of their JSON (UTF-8).",
     )
     max_depth: int = Field(
         default=32,
@@ -136,12 +137,25 @@ class RequestSettings(BaseModel):
         le=64,
         description="How deep a request's JSON may nest (variables, tool schemas…).",
     )
+    max_values: int = Field(
+        default=100_000,
+        ge=1_000,
+        description="JSON values (strings, numbers, objects, arrays) one request body may hold.",
+    )
     stream_send_timeout_seconds: float = Field(
         default=30.0,
         gt=0,
         description="How long one send of a stream may wait on a client that stopped reading; "
         "past it the stream ends, its slot is freed and the job is recorded cancelled.",
     )
+
+    def input_limits(self) -> InputLimits:
+        return InputLimits(
+            max_depth=self.max_depth,
+            max_values=self.max_values,
+            max_variables=self.max_variables,
+            max_variables_bytes=self.max_variables_bytes,
+        )
 
 
 class LimitSettings(BaseModel):

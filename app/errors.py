@@ -44,6 +44,7 @@
         ├── UpstreamError              502 upstream_error       (5xx or connection failure)
         ├── UpstreamTimeout            504 upstream_timeout     (an attempt or a stream stalled)
         ├── StreamInterrupted          502 stream_interrupted   (a stream ended without its finish)
+        ├── AnswerTooLarge             502 answer_too_large     (past the answer size cap)
         └── StructuredOutputInvalid    502 structured_output_invalid (after bounded repairs)
 
 SDK exceptions become these inside the provider adapters; these become HTTP in `app/api/errors.py`.
@@ -551,6 +552,28 @@ class StreamInterrupted(ProviderError):
 
     status_code = 502
     error_type = "stream_interrupted"
+
+
+class AnswerTooLarge(ProviderError):
+    """The provider sent more than GENAI_UPSTREAM__MAX_ANSWER_BYTES: the read stopped there, so
+    no provider (or something posing as one) can fill the process's memory. Not retried."""
+
+    status_code = 502
+    error_type = "answer_too_large"
+
+    def __init__(
+        self, provider: str, *, limit: int, upstream_request_id: str | None = None
+    ) -> None:
+        super().__init__(
+            f"{provider} sent an answer over {limit} bytes "
+            "(GENAI_UPSTREAM__MAX_ANSWER_BYTES); it was cut off and not returned",
+            provider=provider,
+            upstream_request_id=upstream_request_id,
+        )
+        self.limit = limit
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "max_answer_bytes": self.limit}
 
 
 class StructuredOutputInvalid(ProviderError):

@@ -31,7 +31,8 @@ from app.api.responses import GatewayJSONResponse
 from app.api.shedding import ShedMiddleware
 from app.audit.trail import AuditTrail
 from app.auth.authenticator import Authenticator
-from app.auth.banner import announce_first_admin_key, warn_auth_disabled
+from app.auth.banner import warn_auth_disabled
+from app.auth.first_key import issue_first_admin_key
 from app.catalog.watch import FileWatcher, Owners
 from app.config import Settings, get_settings
 from app.errors import GenAIError
@@ -91,6 +92,10 @@ def _metrics_of(app: FastAPI) -> Metrics | None:
     return runtime.metrics if runtime is not None else None
 
 
+# Every router of the API, in the order a request is matched against them.
+API_MODULES = (completions, chat, messages, patterns, templates, snippets, jobs, keys, health)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     configure_tracing(__version__)  # first: log lines then carry the trace id
@@ -100,9 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = await build_runtime(settings)
         app.state.runtime = runtime
-        first_key = await runtime.authenticator.create_first_admin_key()
-        if first_key is not None:
-            announce_first_admin_key(first_key)
+        await issue_first_admin_key(runtime.authenticator, settings)
         if settings.auth_disabled:
             warn_auth_disabled()
             log.warning("auth_disabled", hint="unset GENAI_AUTH_DISABLED outside development")
@@ -171,7 +174,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.auth_enabled = not settings.auth_disabled  # documents 401/403 only when they happen
     install_error_handlers(app)
     # Added first, so it runs inside RequestContextMiddleware: a 413 still has a request id.
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        limits=settings.request.input_limits(),
+    )
     # Outside the body limit: a caller without a key is refused before any body is read.
     app.add_middleware(AuthMiddleware)
     # Outside authentication: a request that would be shed costs as little as possible.
@@ -187,6 +194,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             expose_headers=EXPOSED_HEADERS,
             max_age=600,
         )
-    for module in (completions, chat, messages, patterns, templates, snippets, jobs, keys, health):
+    for module in API_MODULES:
         app.include_router(module.router)
     return app

@@ -11,7 +11,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +19,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from app.metric_labels import Bounded, LabelVocabulary
 from app.schemas import Usage
 
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -108,144 +109,150 @@ def shared_across_workers(workers: int) -> Iterator[Path | None]:
 
 
 class Metrics:
-    def __init__(self) -> None:
+    """Every series the gateway exports. Each labelled one is `Bounded` by `labels`, the
+    vocabulary of what a label value may be (`app.metric_labels`): a caller's made-up model or
+    pattern is counted as `other`, never as a series of its own."""
+
+    def __init__(self, *, labels: LabelVocabulary | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._shared_dir = multiprocess_dir()
-        self.completions = Counter(
+        self.vocabulary = vocabulary = labels or LabelVocabulary()
+        registry = self.registry
+
+        def counter(name: str, documentation: str, names: Sequence[str]) -> Bounded[Counter]:
+            metric = Counter(name, documentation, names, registry=registry)
+            return Bounded(metric, names, vocabulary)
+
+        def histogram(
+            name: str, documentation: str, names: Sequence[str], buckets: Sequence[float]
+        ) -> Bounded[Histogram]:
+            metric = Histogram(name, documentation, names, buckets=buckets, registry=registry)
+            return Bounded(metric, names, vocabulary)
+
+        def gauge(name: str, documentation: str, names: Sequence[str]) -> Bounded[Gauge]:
+            """Summed over live workers."""
+            metric = Gauge(
+                name, documentation, names, registry=registry, multiprocess_mode="livesum"
+            )
+            return Bounded(metric, names, vocabulary)
+
+        self.completions = counter(
             "genai_completions_total",
             "Completions by provider and final status.",
             ["provider", "status"],
-            registry=self.registry,
         )
-        self.upstream_seconds = Histogram(
+        self.upstream_seconds = histogram(
             "genai_upstream_seconds",
             "Provider call latency of a completed answer, retries and fallbacks included.",
             ["provider", "model"],
-            buckets=_REQUEST_BUCKETS,
-            registry=self.registry,
+            _REQUEST_BUCKETS,
         )
-        # Per HTTP request: `route` is the route template (never the raw path), pattern,
-        # provider and model are bounded by the catalog and the configuration ("" elsewhere).
-        self.requests = Counter(
+        # Per HTTP request: `route` is the route template (never the raw path); pattern,
+        # provider and model as the vocabulary bounds them ("" on routes that reach no model).
+        per_request = ["route", "pattern", "provider", "model", "status"]
+        self.requests = counter(
             "genai_requests_total",
             "HTTP requests by route template, pattern, answering provider and model, and status.",
-            ["route", "pattern", "provider", "model", "status"],
-            registry=self.registry,
+            per_request,
         )
-        self.request_seconds = Histogram(
+        self.request_seconds = histogram(
             "genai_request_seconds",
             "HTTP request latency (until the last byte of the body), by the same labels.",
-            ["route", "pattern", "provider", "model", "status"],
-            buckets=_REQUEST_BUCKETS,
-            registry=self.registry,
+            per_request,
+            _REQUEST_BUCKETS,
         )
-        self.overhead_seconds = Histogram(
+        self.overhead_seconds = histogram(
             "genai_gateway_overhead_seconds",
             "The gateway's own time per request: total minus the time spent waiting upstream.",
             ["route"],
-            buckets=_OVERHEAD_BUCKETS,
-            registry=self.registry,
+            _OVERHEAD_BUCKETS,
         )
-        self.retries = Counter(
+        self.retries = counter(
             "genai_upstream_retries_total",
             "Provider calls made again by the retry policy (rate limit, 5xx, connection).",
             ["provider", "error_type"],
-            registry=self.registry,
         )
-        self.fallbacks = Counter(
+        self.fallbacks = counter(
             "genai_fallbacks_total",
             "Fallbacks taken: the next model of the chain tried after `from_model` failed.",
             ["from_model", "to_model"],
-            registry=self.registry,
         )
-        self.contract_failures = Counter(
+        self.contract_failures = counter(
             "genai_contract_failures_total",
             "Requests refused by a pattern's variable contract (missing or invalid variables).",
             ["pattern", "error_type"],
-            registry=self.registry,
         )
-        self.prompt_chars = Histogram(
+        self.prompt_chars = histogram(
             "genai_rendered_prompt_chars",
             "Characters of a rendered prompt by role (system; user and assistant messages).",
             ["pattern", "role"],
-            buckets=_PROMPT_CHAR_BUCKETS,
-            registry=self.registry,
+            _PROMPT_CHAR_BUCKETS,
         )
+        # No role label: a template without an active version is named, role and all, by the
+        # caller; the `template_fallback` log line says which.
         self.template_fallbacks = Counter(
             "genai_template_fallbacks_total",
-            "Renders that used the fallback prompt.",
-            ["role"],
-            registry=self.registry,
+            "Renders that used the fallback prompt (no active template version for the role).",
+            registry=registry,
         )
-        self.drift_detections = Counter(
+        self.drift_detections = counter(
             "genai_drift_detections_total",
             "Template or pattern sources found changed since use.",
             ["source_kind"],
-            registry=self.registry,
         )
         self.replay_reveals = Counter(
             "genai_replay_reveals_total",
             "Replays that returned the raw (unredacted) prompt.",
-            registry=self.registry,
+            registry=registry,
         )
         self.audit_backlog = Gauge(
             "genai_audit_backlog",
             "Job completions queued for the store (summed over live workers).",
-            registry=self.registry,
+            registry=registry,
             multiprocess_mode="livesum",
         )
         # The response cache (app/cache/): each backend counts its own lookups.
-        self.cache_requests = Counter(
+        self.cache_requests = counter(
             "genai_cache_requests_total",
             "Response cache lookups: hit, miss, or error (cache unreachable, slow or its entry "
             "unreadable; the request went upstream).",
             ["result"],
-            registry=self.registry,
         )
         self.cache_write_failures = Counter(
             "genai_cache_write_failures_total",
             "Answers the response cache could not store (Redis down or slow, value not JSON).",
-            registry=self.registry,
+            registry=registry,
         )
         self.cache_entries = Gauge(
             "genai_cache_entries",
             "Answers held by the in-memory response cache (summed over live workers).",
-            registry=self.registry,
+            registry=registry,
             multiprocess_mode="livesum",
         )
         # Concurrency limits (app/limits.py): `limit` is "global" or "provider:<name>".
-        self.shed = Counter(
+        self.shed = counter(
             "genai_shed_total",
             "Requests answered 503 overloaded because a limit and its wait queue were full.",
             ["limit"],
-            registry=self.registry,
         )
-        self.inflight = Gauge(
-            "genai_inflight",
-            "Slots of a limit in use (summed over live workers).",
-            ["limit"],
-            registry=self.registry,
-            multiprocess_mode="livesum",
+        self.inflight = gauge(
+            "genai_inflight", "Slots of a limit in use (summed over live workers).", ["limit"]
         )
-        self.queue_waiting = Gauge(
+        self.queue_waiting = gauge(
             "genai_queue_waiting",
             "Requests waiting for a slot of a limit (summed over live workers).",
             ["limit"],
-            registry=self.registry,
-            multiprocess_mode="livesum",
         )
-        self.tokens = Counter(
+        self.tokens = counter(
             "genai_tokens",
             "Tokens by kind as providers reported them: cached_input is part of input, "
             "reasoning part of output.",
             ["provider", "model", "kind"],
-            registry=self.registry,
         )
-        self.cost_usd = Counter(
+        self.cost_usd = counter(
             "genai_cost_usd",
             "Estimated spend in USD from the price table (unpriced models add nothing).",
             ["provider", "model"],
-            registry=self.registry,
         )
 
     def record_usage(self, provider: str, model: str, usage: Usage, cost: float | None) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from app.auth.banner import announce_first_admin_key
+from app.auth.first_key import issue_first_admin_key
 from app.config import Settings
 from app.errors import ConfigurationError, GenAIError, StoreUnavailable
 from app.store.db import DATABASE_URL_SETTING, check_reachable, describe_storage_error
@@ -40,10 +40,8 @@ async def preflight(settings: Settings) -> None:
             raise ConfigurationError(
                 DATABASE_URL_SETTING, "the schema is not current: run `genai db upgrade` first"
             )
-        # Made here, before any worker forks, so exactly one first key is made and shown.
-        first_key = await runtime.authenticator.create_first_admin_key()
-        if first_key is not None:
-            announce_first_admin_key(first_key)
+        # Made here, before any worker forks, so exactly one first key is made and handed over.
+        await issue_first_admin_key(runtime.authenticator, settings)
     finally:
         await runtime.aclose()
 

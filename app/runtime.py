@@ -12,21 +12,24 @@ from app.audit.trail import AuditTrail
 from app.auth.authenticator import Authenticator
 from app.cache import ResponseCache, build_cache
 from app.catalog import PatternCatalog
+from app.catalog.chat import CHAT_SOURCE
 from app.catalog.renderer import TemplateRenderer
 from app.catalog.resolver import SourceResolver
 from app.config import Settings
 from app.errors import ConfigurationProblems, StoreUnavailable
 from app.limits import ConcurrencyLimits
+from app.metric_labels import LabelVocabulary
 from app.metrics import Metrics
 from app.pipeline.model_check import unservable_patterns
 from app.pipeline.prepare import PromptPreparer
 from app.pipeline.upstream import StreamTimeouts, Upstream
 from app.prompts.assembler import PromptAssembler, default_registry
 from app.providers import ProviderRegistry
+from app.providers.registry import provider_names
 from app.providers.retry import RetryPolicy
 from app.readiness import Readiness
 from app.routing.capabilities import CapabilityCatalog
-from app.routing.policy import ModelSelectionPolicy
+from app.routing.policy import ModelSelectionPolicy, configured_model_ids
 from app.routing.prices import PriceTable
 from app.schemas import ModelParams
 from app.service import GenAIService
@@ -89,6 +92,32 @@ async def _warn_if_schema_outdated(database: Database) -> None:
         )
 
 
+def _label_vocabulary(
+    settings: Settings, policy: ModelSelectionPolicy, patterns: PatternCatalog
+) -> LabelVocabulary:
+    """What metric labels may name: the configured models and providers, the catalogued
+    patterns (the built-in chat among them) and the models their files name."""
+
+    def is_pattern(name: str) -> bool:
+        return name == CHAT_SOURCE or any(library.has(name) for library in patterns.libraries)
+
+    def pattern_models() -> frozenset[str]:
+        infos = patterns.loadable()
+        return policy.model_ids(
+            model
+            for info in infos
+            for model in (info.meta.model_hint, *info.meta.fallbacks)
+            if model
+        )
+
+    return LabelVocabulary(
+        models=configured_model_ids(settings),
+        providers=frozenset(provider_names(settings)),
+        is_pattern=is_pattern,
+        pattern_models=pattern_models,
+    )
+
+
 async def build_runtime(settings: Settings) -> Runtime:
     # The model configuration is proven before anything is opened: a refusal leaves nothing
     # to close, and names every problem at once (ConfigurationProblems, one line each).
@@ -125,7 +154,7 @@ async def build_runtime(settings: Settings) -> Runtime:
         cache_seconds=settings.auth_cache_seconds,
         disabled=settings.auth_disabled,
     )
-    metrics = Metrics()
+    metrics = Metrics(labels=_label_vocabulary(settings, policy, patterns))
     jobs = JobRepository(database.sessions)
     writer = AuditWriter(
         jobs,
@@ -153,7 +182,7 @@ async def build_runtime(settings: Settings) -> Runtime:
             patterns=patterns,
             templates=templates,
             renderer=renderer,
-            on_fallback=lambda role: metrics.template_fallbacks.labels(role).inc(),
+            on_fallback=lambda role: metrics.template_fallbacks.inc(),
         ),
         snippets=snippets,
         policy=policy,
@@ -175,6 +204,7 @@ async def build_runtime(settings: Settings) -> Runtime:
         structured_max_attempts=settings.structured_max_attempts,
         slot=limits.provider,
         metrics=metrics,
+        max_answer_bytes=settings.upstream.max_answer_bytes,
     )
     service = GenAIService(
         preparer=preparer,

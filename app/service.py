@@ -26,7 +26,9 @@ from app.errors import (
     UnsupportedParameter,
     VariableContractViolation,
 )
+from app.metric_labels import TEMPLATE
 from app.metrics import Metrics, request_facts
+from app.offload import off_loop
 from app.pipeline.prepare import Prepared, PromptPreparer
 from app.pipeline.upstream import (
     Answered,
@@ -137,6 +139,13 @@ class StreamFailed:
     error: GenAIError
 
 
+class ClientStoppedReading(Exception):
+    """Thrown into a stream whose client stopped reading: the job ends as cancelled, with
+    this reason, and its slot is freed (GENAI_REQUEST__STREAM_SEND_TIMEOUT_SECONDS)."""
+
+    reason = "client_stopped_reading"
+
+
 StreamOutput = StreamDelta | ToolCallDelta | ReasoningDelta | CompletionEnvelope | StreamFailed
 """What `GenAIService.stream` yields: deltas (text, tool calls, reasoning), then the envelope or
 the failure."""
@@ -154,7 +163,7 @@ class GenAIService:
         stream_timeouts: StreamTimeouts,
         cache: ResponseCache,
         prices: PriceTable,
-        cache_per_key: bool = False,
+        cache_per_key: bool = True,
         completion_slot: CompletionSlot | None = None,
     ) -> None:
         self._preparer = preparer
@@ -195,19 +204,20 @@ class GenAIService:
             except GenAIError as exc:
                 rendering.fail(exc.error_type)
                 if isinstance(exc, MissingVariables | VariableContractViolation):
-                    self._metrics.contract_failures.labels(exc.name, exc.error_type).inc()
+                    source = request.pattern_key or TEMPLATE  # a template's name is no label
+                    self._metrics.contract_failures.labels(source, exc.error_type).inc()
                 raise
             choice, prompt = prepared.choice, prepared.prompt
             rendering.set("genai.pattern", prepared.source.name)
             rendering.set("gen_ai.request.model", choice.name)
         facts = request_facts()
-        facts.pattern = prepared.source.name
+        facts.pattern = prepared.source.provenance_name  # a template's: `template:…`
         facts.provider, facts.model = choice.provider, choice.name
         chars = {"system": len(prompt.system)}
         for message in prompt.messages:
             chars[message.role] = chars.get(message.role, 0) + len(message.content)
         for role, count in chars.items():
-            self._metrics.prompt_chars.labels(prepared.source.name, role).observe(count)
+            self._metrics.prompt_chars.labels(facts.pattern, role).observe(count)
         return prepared
 
     def _deadline(self, deadline_ms: float | None) -> Deadline:
@@ -231,7 +241,7 @@ class GenAIService:
             async with deadline.guard():  # a wait in the queue counts against the deadline
                 await held.enter_async_context(self._slot())
             prepared = await self._prepare(request)
-            key = self._cache_key(prepared, caller_key)
+            key = await off_loop(lambda: self._cache_key(prepared, caller_key))
             if key is not None and (hit := await self._cache.get(key)) is not None:
                 return await self._from_cache(prepared, hit, request_id, started)
             job = await self._audit.start(prepared, request=request, request_id=request_id)
@@ -288,7 +298,7 @@ class GenAIService:
                         )
                     ]
                 )
-            key = self._cache_key(prepared, caller_key)
+            key = await off_loop(lambda: self._cache_key(prepared, caller_key))
             if key is not None and (hit := await self._cache.get(key)) is not None:
                 envelope = await self._from_cache(prepared, hit, request_id, started)
                 await slot.aclose()
@@ -350,6 +360,9 @@ class GenAIService:
             except (asyncio.CancelledError, GeneratorExit):
                 self._cancelled(job, started, run)
                 raise
+            except ClientStoppedReading as gone:
+                self._cancelled(job, started, run, reason=gone.reason)
+                return
             # A requested format is checked, not repaired: the answer has reached the caller.
             answer = self._upstream.repair_loop(opened.prepared).check(reply)
             run.output_attempts += answer.attempts
@@ -359,7 +372,10 @@ class GenAIService:
                 job, request_id, answered, attempts=run.attempts, cost=cost, cache=_cached(key)
             )
             await self._remember(key, envelope)
-            yield envelope
+            try:
+                yield envelope
+            except ClientStoppedReading:  # recorded already: only the last frames are lost
+                return
         finally:
             await opened.close()
             await slot.aclose()
@@ -404,12 +420,15 @@ class GenAIService:
         )
         return cost
 
-    def _cancelled(self, job: OpenJob, started: float, run: UpstreamRun) -> None:
+    def _cancelled(
+        self, job: OpenJob, started: float, run: UpstreamRun, *, reason: str | None = None
+    ) -> None:
         self._audit.cancelled(
             job,
             latency_ms=_elapsed_ms(started),
             calls=run.attempts,
             output_attempts=run.output_attempts,
+            reason=reason,
         )
         self._metrics.completions.labels(run.provider, "cancelled").inc()
 

@@ -41,9 +41,14 @@ class Server:
         return self.route.body
 
 
-def start_upstream(children: Children, cores: frozenset[int] | None, latency_ms: float) -> str:
-    """The loopback provider; its base URL (it picks its own free port)."""
+def start_upstream(
+    children: Children, cores: frozenset[int] | None, latency_ms: float, *, flood_mb: float = 0
+) -> str:
+    """The loopback provider; its base URL (it picks its own free port). `flood_mb`: the size
+    of the answer to a prompt starting with bench.upstream.FLOOD_MARK."""
     argv = [sys.executable, "-m", "bench.upstream", "--latency-ms", str(latency_ms)]
+    if flood_mb > 0:
+        argv += ["--flood-mb", str(flood_mb)]
     child = children.start("upstream", argv, cores=cores)
     port = int(wait_for_line(child, "PORT ", timeout=20))
     url = f"http://127.0.0.1:{port}"

@@ -3,7 +3,7 @@
 It is the provider behind every benchmarked server, so it must never be the bottleneck: a raw
 asyncio HTTP/1.1 keep-alive protocol (uvloop when installed), no framework, one process.
 
-    python -m bench.upstream [--port 0] [--latency-ms 0]
+    python -m bench.upstream [--port 0] [--latency-ms 0] [--flood-mb 0]
 
 It prints `PORT <n>` on stdout once it listens. Routes: POST /v1/chat/completions (OpenAI),
 POST /v1/messages (Anthropic), POST /api/chat and GET /api/tags (Ollama), GET /healthz.
@@ -11,6 +11,12 @@ POST /v1/messages (Anthropic), POST /api/chat and GET /api/tags (Ollama), GET /h
 A request that offers tools (and does not turn them off) is answered with one call to the tool
 its `tool_choice` names, or else to the last tool offered, with a placeholder for each required
 argument; any other request gets the fixed text ANSWER.
+
+With `--flood-mb N`, an OpenAI request whose last user message starts with FLOOD_MARK gets an
+answer of N MB of text instead (a hostile or broken provider, bench/tenant_stall.py): streamed
+as `chat.completion.chunk` SSE frames of 16 KiB of text each when it asks for a stream, else one
+`chat.completion` JSON body. The bytes are generated as the socket drains (never held whole),
+and the connection is closed after it.
 """
 
 from __future__ import annotations
@@ -23,10 +29,14 @@ import json
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 ANSWER = "Refunds for duplicate charges go back to the original card within 5-7 working days."
+FLOOD_MARK = "bench-flood"
+_LOREM = b"Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor. "
+# ASCII without quotes or backslashes: the same bytes raw and inside a JSON string.
+_FLOOD_PIECE = (_LOREM * (16 * 1024 // len(_LOREM) + 1))[: 16 * 1024]
 _REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 411: b"Length Required"}
 _counter = itertools.count(1)
 
@@ -155,6 +165,60 @@ _CHAT_ROUTES: dict[bytes, Callable[..., tuple[dict[str, Any], list[tuple[str, st
 }
 
 
+def _flood_stream(model: str, n: int, pieces: int) -> Iterator[bytes]:
+    """An SSE stream of `pieces` deltas of _FLOOD_PIECE each, chunked, generated lazily."""
+    yield (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+        b"connection: close\r\nx-request-id: req_bench_%d\r\n\r\n" % n
+    )
+    base: dict[str, Any] = {"id": f"chatcmpl-bench-{n}", "object": "chat.completion.chunk"}
+    base |= {"created": int(time.time()), "model": model}
+
+    def frame(choices: list[Any], **extra: Any) -> bytes:
+        event = b"data: " + json.dumps({**base, "choices": choices, **extra}).encode() + b"\n\n"
+        return b"%x\r\n%s\r\n" % (len(event), event)
+
+    yield frame([{"index": 0, "delta": {"role": "assistant", "content": ""}}])
+    text = _FLOOD_PIECE.decode()
+    delta = frame([{"index": 0, "delta": {"content": text}, "finish_reason": None}])
+    for _ in range(pieces):
+        yield delta
+    yield frame([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+    tokens = pieces * len(_FLOOD_PIECE) // 4
+    usage = {"prompt_tokens": 412, "completion_tokens": tokens, "total_tokens": 412 + tokens}
+    yield frame([], usage=usage)
+    yield b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"
+
+
+def _flood_json(model: str, n: int, pieces: int) -> Iterator[bytes]:
+    """One chat.completion whose text is `pieces` x _FLOOD_PIECE, generated lazily."""
+    body, _ = _openai({"model": model}, n)
+    body["choices"][0]["message"]["content"] = "@"
+    tokens = pieces * len(_FLOOD_PIECE) // 4
+    body["usage"] |= {"completion_tokens": tokens, "total_tokens": 412 + tokens}
+    prefix, suffix = json.dumps(body).encode().split(b'"@"')
+    prefix, suffix = prefix + b'"', b'"' + suffix
+    length = len(prefix) + pieces * len(_FLOOD_PIECE) + len(suffix)
+    yield (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+        b"connection: close\r\nx-request-id: req_bench_%d\r\n\r\n%s" % (length, n, prefix)
+    )
+    for _ in range(pieces):
+        yield _FLOOD_PIECE
+    yield suffix
+
+
+def flood(body: dict[str, Any], flood_mb: float) -> Iterator[bytes] | None:
+    """The flood answer when `body` (an OpenAI chat request) asks for one, else None."""
+    if flood_mb <= 0 or not _last_user_text(body).startswith(FLOOD_MARK):
+        return None
+    pieces = max(1, round(flood_mb * 1e6 / len(_FLOOD_PIECE)))
+    model, n = str(body.get("model", "bench-model")), next(_counter)
+    if body.get("stream") is True:
+        return _flood_stream(model, n, pieces)
+    return _flood_json(model, n, pieces)
+
+
 def _response(status: int, payload: bytes, headers: list[tuple[str, str]], ctype: str) -> bytes:
     head = [b"HTTP/1.1 %d %s" % (status, _REASONS.get(status, b"Error"))]
     head.append(b"content-type: " + ctype.encode())
@@ -163,8 +227,10 @@ def _response(status: int, payload: bytes, headers: list[tuple[str, str]], ctype
     return b"\r\n".join(head) + b"\r\n\r\n" + payload
 
 
-def answer(method: bytes, path: bytes, raw_body: bytes) -> bytes:
-    """The full HTTP response for one request."""
+def answer(
+    method: bytes, path: bytes, raw_body: bytes, flood_mb: float = 0
+) -> bytes | Iterator[bytes]:
+    """The full HTTP response for one request (a flood: its bytes, generated lazily)."""
     path = path.split(b"?", 1)[0]
     if method == b"GET" and path in (b"/healthz", b"/api/tags"):
         payload = b'{"models": []}' if path == b"/api/tags" else b'{"status": "ok"}'
@@ -178,6 +244,8 @@ def answer(method: bytes, path: bytes, raw_body: bytes) -> bytes:
         body = None
     if not isinstance(body, dict):
         return _response(400, b'{"error": {"message": "body is not JSON"}}', [], "application/json")
+    if route is _openai and (flooding := flood(body, flood_mb)) is not None:
+        return flooding
     answer_body, headers = route(body, next(_counter))
     if route is _ollama and body.get("stream") is True:  # the SDK reads NDJSON until done
         return _response(200, json.dumps(answer_body).encode() + b"\n", [], "application/x-ndjson")
@@ -190,22 +258,48 @@ def answer(method: bytes, path: bytes, raw_body: bytes) -> bytes:
 class UpstreamProtocol(asyncio.Protocol):
     """HTTP/1.1 with keep-alive and Content-Length or chunked bodies; nothing else."""
 
-    def __init__(self, latency_s: float) -> None:
+    def __init__(self, latency_s: float, flood_mb: float = 0) -> None:
         self._latency_s = latency_s
+        self._flood_mb = flood_mb
         self._buffer = bytearray()
         self._transport: asyncio.Transport | None = None
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._flooding: asyncio.Task[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
+        self._writable.set()  # a flood waiting for the socket to drain sees it is gone
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
 
     def data_received(self, data: bytes) -> None:
         self._buffer.extend(data)
-        while (request := self._next_request()) is not None:
+        while self._flooding is None and (request := self._next_request()) is not None:
             response, close = request
-            self._send(response, close)
+            if isinstance(response, bytes):
+                self._send(response, close)
+            else:
+                self._flooding = asyncio.get_running_loop().create_task(self._pour(response))
+
+    async def _pour(self, chunks: Iterator[bytes]) -> None:
+        """Write a flood as fast as the peer reads it, then close; stop when the peer leaves."""
+        if self._latency_s > 0:
+            await asyncio.sleep(self._latency_s)
+        for chunk in chunks:
+            if self._transport is None:
+                return
+            self._transport.write(chunk)
+            await self._writable.wait()
+        if self._transport is not None:
+            self._transport.close()
 
     def _send(self, response: bytes, close: bool) -> None:
         if self._latency_s > 0:
@@ -221,7 +315,7 @@ class UpstreamProtocol(asyncio.Protocol):
         if close:
             self._transport.close()
 
-    def _next_request(self) -> tuple[bytes, bool] | None:
+    def _next_request(self) -> tuple[bytes | Iterator[bytes], bool] | None:
         end = self._buffer.find(b"\r\n\r\n")
         if end < 0:
             return None
@@ -244,7 +338,7 @@ class UpstreamProtocol(asyncio.Protocol):
             body, consumed = bytes(self._buffer[start : start + length]), start + length
         del self._buffer[:consumed]
         close = headers.get(b"connection", b"").lower() == b"close"
-        return answer(method, path, body), close
+        return answer(method, path, body, self._flood_mb), close
 
     def _dechunk(self, start: int) -> tuple[bytes, int] | None:
         body = bytearray()
@@ -263,10 +357,14 @@ class UpstreamProtocol(asyncio.Protocol):
             at = chunk_start + size + 2
 
 
-async def serve(port: int, latency_s: float) -> None:
+async def serve(port: int, latency_s: float, flood_mb: float = 0) -> None:
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
-        lambda: UpstreamProtocol(latency_s), "127.0.0.1", port, backlog=1024, reuse_address=True
+        lambda: UpstreamProtocol(latency_s, flood_mb),
+        "127.0.0.1",
+        port,
+        backlog=1024,
+        reuse_address=True,
     )
     print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
     stop = asyncio.Event()
@@ -280,13 +378,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed).")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="Fixed delay per answer.")
+    parser.add_argument(
+        "--flood-mb", type=float, default=0.0, help=f"Answer size for a {FLOOD_MARK!r} prompt."
+    )
     args = parser.parse_args(argv)
     with contextlib.suppress(ImportError):
         import uvloop
 
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     try:
-        asyncio.run(serve(args.port, args.latency_ms / 1000))
+        asyncio.run(serve(args.port, args.latency_ms / 1000, args.flood_mb))
     except OSError as exc:
         sys.exit(f"bench upstream: cannot listen on 127.0.0.1:{args.port}: {exc}")
 

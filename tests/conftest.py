@@ -14,6 +14,7 @@ import structlog
 
 from app.config import get_settings
 from tests.fakes.provider_server import FakeProviderServer, running_fake_provider
+from tests.processes import interrupt_on_sigterm
 from tests.support import serve_app, settings_for
 
 _ENV_PREFIXES = ("GENAI_", "OPENAI_", "ANTHROPIC_", "OLLAMA_")
@@ -21,6 +22,10 @@ _ENV_PREFIXES = ("GENAI_", "OPENAI_", "ANTHROPIC_", "OLLAMA_")
 POSTGRES_ADMIN_DSN = os.environ.get(
     "GENAI_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    interrupt_on_sigterm()  # the processes tests start still end when the run is terminated
 
 
 @pytest.fixture(autouse=True)

@@ -47,9 +47,18 @@ LAYERS: list[grimp.Layer] = [
     grimp.Layer("store"),
     grimp.Layer("cache"),  # the response cache: answers by key, memory or Redis; below the service
     grimp.Layer("tracking"),  # pure fingerprints and provenance
-    grimp.Layer("limits"),  # concurrency limits and load shedding: counters and futures only
+    # Concurrency limits and load shedding | when work leaves the event loop: no app imports.
+    grimp.Layer("limits", "offload"),
     # config reads config_file (the genai.yaml source), which knows Settings only as a class.
-    grimp.Layer("metrics", "logging", "tracing", "config", "config_file", independent=False),
+    grimp.Layer(
+        "metrics",
+        "metric_labels",
+        "logging",
+        "tracing",
+        "config",
+        "config_file",
+        independent=False,
+    ),
     grimp.Layer("error_body", "errors", "schemas", independent=False),
 ]
 

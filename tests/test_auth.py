@@ -127,19 +127,23 @@ async def test_only_salt_and_digest_are_stored_and_last_use_is_recorded(
     assert row.last_used_at is not None and row.revoked_at is None
 
 
-async def test_first_start_prints_one_admin_key_and_a_restart_prints_none(
+async def test_first_start_writes_one_admin_key_to_a_file_and_a_restart_writes_none(
     fake: FakeProviderServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Started in-process (the lifespan, as `uvicorn app.main:create_app --factory` runs it)
+    with a console that is no terminal; tests/security/test_first_key.py covers `genai serve`."""
     settings = settings_for(fake, data_dir=tmp_path / "data")
-    async with running_app(settings):
-        pass
-    first = capsys.readouterr().err
-    [printed] = [line.strip() for line in first.splitlines() if line.strip().startswith("gsk_")]
+    key_file = tmp_path / "data" / "keys" / "first-admin-key"
     async with running_app(settings):
         pass
     assert "gsk_" not in capsys.readouterr().err
-    async with serve_app(settings) as http:  # the printed key is a working admin key
-        resp = await http.get("/v1/keys", headers=_bearer(printed))
+    written = key_file.read_text().strip()
+    key_file.unlink()  # as the docs ask, once it is read
+    async with running_app(settings):
+        pass
+    assert "gsk_" not in capsys.readouterr().err and not key_file.exists()
+    async with serve_app(settings) as http:  # the written key is a working admin key
+        resp = await http.get("/v1/keys", headers=_bearer(written))
     assert resp.status_code == 200
     assert next(k["name"] for k in resp.json()["keys"]) == "first-admin"
 

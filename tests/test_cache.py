@@ -335,13 +335,16 @@ def redis_cache(
     ttl: float = 60.0,
     timeout: float = 0.25,
     metrics: Metrics | None = None,
+    now: Callable[[], dt.datetime] = lambda: STORED_AT,
 ) -> RedisCache:
+    """A cache whose wall clock stands at the moment `answer()` says it was stored."""
     return RedisCache.from_url(
         url,
         data_key=data_key,
         ttl_seconds=ttl,
         timeout_seconds=timeout,
         metrics=metrics or Metrics(),
+        now=now,
     )
 
 
@@ -396,6 +399,42 @@ async def test_an_entry_copied_under_another_key_does_not_answer_it(redis: Redis
         assert sealed is not None
         await redis.set(copy, sealed)
         assert await cache.get(copy) is None
+
+
+class WallClock:
+    def __init__(self, now: dt.datetime = STORED_AT) -> None:
+        self.now = now
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+async def test_an_entry_kept_past_its_ttl_by_persist_is_a_miss(redis: Redis) -> None:
+    key, metrics, clock = unique_key(), Metrics(), WallClock()
+    async with opened(redis_cache(ttl=60.0, metrics=metrics, now=clock)) as cache:
+        await cache.put(key, answer())
+        assert await redis.persist(key)  # Redis will never drop it now
+        clock.now += dt.timedelta(seconds=60)
+        assert await cache.get(key) == answer()  # exactly the TTL old: still an answer
+        clock.now += dt.timedelta(seconds=1)
+        with capture_logs() as logs:
+            assert await cache.get(key) is None
+    assert (lookups(metrics, "hit"), lookups(metrics, "miss")) == (1, 1)
+    [warning] = [e for e in logs if e["event"] == "cache_entry_outlived_ttl"]
+    assert (warning["age_seconds"], warning["ttl_seconds"]) == (61, 60.0)
+
+
+async def test_an_entry_stored_under_a_longer_ttl_than_now_configured_is_a_miss(
+    redis: Redis,
+) -> None:
+    key, clock = unique_key(), WallClock()
+    async with opened(redis_cache(ttl=3600.0, now=clock)) as before:
+        await before.put(key, answer())
+    clock.now += dt.timedelta(seconds=120)
+    async with opened(redis_cache(ttl=60.0, now=clock)) as after:
+        assert await after.get(key) is None
+        await after.put(key, answer(stored_at=clock.now))  # the next answer replaces it
+        assert await after.get(key) == answer(stored_at=clock.now)
 
 
 @pytest.mark.parametrize(

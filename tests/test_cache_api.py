@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
@@ -53,13 +53,15 @@ async def job(http: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
     return record
 
 
-def stored_key(envelope: dict[str, Any]) -> str:
-    """The key the entry must live under: `cache_key` over what the envelope says was sent."""
+def stored_key(envelope: dict[str, Any], authorization: str) -> str:
+    """The key the entry must live under: `cache_key` over what the envelope says was sent,
+    for the calling API key (`Bearer gsk_<id>_…`), whose own entries they are by default."""
     return cache_key(
         provenance=Provenance.model_validate(envelope["provenance"]),
         params=ModelParams.model_validate(envelope["params"]),
         prompt=RenderedPrompt.model_validate(envelope["prompt"]),
         output_schema=None,  # summarize has no output_schema
+        partition=authorization.removeprefix("Bearer ").split("_")[1],
     )
 
 
@@ -209,8 +211,11 @@ async def test_a_streamed_answer_is_stored_for_the_next_request(fake: FakeProvid
 
 
 def replica_settings(
-    fake: FakeProviderServer, database_url: str, data_dir: Path, data_key: str, **more: Any
+    fake: FakeProviderServer, database_url: str, data_dir: Path, secrets: tuple[str, str]
 ) -> Settings:
+    """Replicas share the database and two secrets: the data key (so each reads the others'
+    sealed entries) and the auth secret (so a key works on each)."""
+    data_key, auth_secret = secrets
     return settings_for(
         fake,
         database_url=database_url,
@@ -218,8 +223,8 @@ def replica_settings(
         data_dir=data_dir,
         redis_url=SecretStr(REDIS_URL),
         data_key=SecretStr(data_key),
+        auth_secret=SecretStr(auth_secret),
         cache=CacheSettings(ttl_seconds=60),  # bounds what a failed run leaves in Redis
-        **more,
     )
 
 
@@ -227,17 +232,20 @@ async def test_a_second_replica_gets_the_hit_through_redis(
     fake: FakeProviderServer, database_url: str, tmp_path: Path
 ) -> None:
     await require_redis()
-    data_key = new_key_text()  # replicas share GENAI_DATA_KEY, and so can read each other
+    secrets = (new_key_text(), new_key_text())
     request = summarize(cache=True)
-    one = replica_settings(fake, database_url, tmp_path / "one", data_key)
-    two = replica_settings(fake, database_url, tmp_path / "two", data_key)
+    one = replica_settings(fake, database_url, tmp_path / "one", secrets)
+    two = replica_settings(fake, database_url, tmp_path / "two", secrets)
     redis = Redis.from_url(REDIS_URL)
     written: list[str] = []
     try:
         async with serve_app(one) as http:
             first = await complete(http, request)
-        written.append(stored_key(first))
+            caller = http.headers["authorization"]
+        written.append(stored_key(first, caller))
         async with serve_app(two) as http:
+            # The same key on the other replica: its entries are this key's own (the default).
+            http.headers["authorization"] = caller
             repeat = await complete(http, request)
             record = await job(http, repeat["job_id"])
         assert (first["cache"], repeat["cache"]) == ("miss", "hit")
@@ -263,12 +271,16 @@ async def test_a_redis_that_is_down_never_fails_a_completion(fake: FakeProviderS
     assert ready.status_code == 200, ready.text  # a cache outage costs calls, not readiness
 
 
-@pytest.mark.parametrize(("scope", "shared"), [("shared", True), ("key", False)])
-async def test_with_the_key_scope_each_api_key_has_its_own_entries(
-    fake: FakeProviderServer, scope: str, shared: bool
+@pytest.mark.parametrize(
+    ("scope", "shared"), [(None, False), ("key", False), ("shared", True)], ids=str
+)
+async def test_each_api_key_has_its_own_entries_unless_shared_is_chosen(
+    fake: FakeProviderServer, scope: Literal["shared", "key"] | None, shared: bool
 ) -> None:
+    """By default (scope None: the setting left alone) no key learns what another sent."""
     request = summarize(cache=True)
-    settings = settings_for(fake, cache=CacheSettings(scope=scope))
+    cache = CacheSettings() if scope is None else CacheSettings(scope=scope)
+    settings = settings_for(fake, cache=cache)
     async with running_app(settings) as (app, http):
         other = await app.state.runtime.authenticator.create(scope=Scope.complete, name="other")
         first = await complete(http, request)

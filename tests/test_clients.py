@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
+from subprocess import CompletedProcess
 from typing import Any
 
 import httpx
@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from app.auth import Scope
 from tests.fakes.provider_server import FakeCall, FakeProviderServer, Reply
 from tests.live_server import LiveGateway, live_gateway
+from tests.processes import run_process
 from tests.support import settings_for
 
 MODELS = [("openai", "gpt-4o-mini"), ("anthropic", "claude-sonnet-4-5"), ("ollama", "llama3.2")]
@@ -164,7 +165,7 @@ async def test_pydantic_ai_typed_output_and_a_function_tool(
 # --- the llm command line --------------------------------------------------------------------
 
 
-def _llm(gateway: LiveGateway, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _llm(gateway: LiveGateway, home: Path, *args: str) -> CompletedProcess[str]:
     """`llm` in its own process, its home a temporary folder holding a gateway model."""
     home.mkdir(exist_ok=True)
     (home / "extra-openai-models.yaml").write_text(
@@ -177,11 +178,9 @@ def _llm(gateway: LiveGateway, home: Path, *args: str) -> subprocess.CompletedPr
     )
     (home / "keys.json").write_text(json.dumps({"gateway": _key(gateway)}))
     llm = Path(sys.executable).with_name("llm")
-    return subprocess.run(
+    return run_process(
         [str(llm), "-m", "gw", "--no-log", *args],
         env={**os.environ, "LLM_USER_PATH": str(home)},
-        capture_output=True,
-        text=True,
         timeout=60,
         check=False,
     )

@@ -164,7 +164,7 @@ def test_every_problem_is_one_line_naming_the_file_and_the_key_path(
     assert problems_of() == [
         f"{path}: upstream.deadline_secnds: unknown key (did you mean 'deadline_seconds'?); "
         "known here: backoff_initial_seconds, backoff_max_seconds, connect_timeout_seconds, "
-        "deadline_seconds, first_token_seconds, idle_seconds, max_retries, "
+        "deadline_seconds, first_token_seconds, idle_seconds, max_answer_bytes, max_retries, "
         "max_retry_after_seconds, timeout_seconds",
         f"{path}: defualt_model: unknown key (did you mean 'default_model'?)",
         f"{path}: model: is GENAI_MODEL, an environment override; the file sets default_model "

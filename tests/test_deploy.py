@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import threading
 import tomllib
@@ -44,6 +43,7 @@ from app.config import Settings, get_settings
 from app.errors import ConfigurationError
 from app.store.secrets import decode_key, new_key_text
 from tests.fakes.provider_server import FakeProviderServer
+from tests.processes import run_process
 from tests.support import OPENAI_KEY, REPO_ROOT, SHIPPED_PATTERNS, run_cli, serve_app
 
 DOCKERFILE = REPO_ROOT / "Dockerfile"
@@ -301,10 +301,8 @@ def test_healthcheck_command_passes_on_ready_and_fails_on_503(
     port = readyz_server(readyz_status)
     _, flag, code = _healthcheck_argv()
     code = code.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
-    finished = subprocess.run(
-        [sys.executable, flag, code], capture_output=True, timeout=30, check=False
-    )
-    assert (finished.returncode == 0) is healthy, finished.stderr.decode()
+    finished = run_process([sys.executable, flag, code], timeout=30, check=False)
+    assert (finished.returncode == 0) is healthy, finished.stderr
 
 
 def test_dockerignore_keeps_secrets_and_local_state_out_of_the_build_context() -> None:
@@ -345,9 +343,8 @@ def test_compose_schema_check_rejects_a_misspelt_key() -> None:
 def _docker_compose_available() -> bool:
     if shutil.which("docker") is None:
         return False
-    probe = subprocess.run(
+    probe = run_process(
         ["docker", "compose", "version"],
-        capture_output=True,
         timeout=30,
         check=False,
     )
@@ -372,13 +369,12 @@ def test_docker_compose_config_accepts_the_file_where_the_cli_exists(tmp_path: P
     project = tmp_path / "deploy"
     shutil.copytree(DEPLOY, project)
     _filled_env(project / ".env")
-    finished = subprocess.run(
+    finished = run_process(
         ["docker", "compose", "-f", str(project / "docker-compose.yml"), "config", "-q"],
-        capture_output=True,
         timeout=60,
         check=False,
     )
-    assert finished.returncode == 0, finished.stderr.decode()
+    assert finished.returncode == 0, finished.stderr
 
 
 def _interpolations(node: Any) -> Iterator[tuple[str, str]]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import httpx
 
 from tests.fakes.provider_server import FakeProviderServer
 from tests.live_server import live_gateway
+from tests.processes import run_process
 from tests.support import settings_for
 
 PACKAGE = "gateway_client"
@@ -78,7 +78,7 @@ def _generate_client(document: dict[str, Any], into: Path) -> str:
     """openapi-python-client's output for the document; its log, to check it warned of nothing."""
     spec = into / "openapi.json"
     spec.write_text(json.dumps(document))
-    run = subprocess.run(
+    run = run_process(
         [
             str(BIN / "openapi-python-client"),
             "generate",
@@ -91,8 +91,6 @@ def _generate_client(document: dict[str, Any], into: Path) -> str:
         ],
         cwd=into,
         env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"},
-        capture_output=True,
-        text=True,
         timeout=300,
         check=False,
     )
@@ -109,7 +107,7 @@ def test_a_client_generated_from_the_document_renders_completes_lists_and_parses
         log = _generate_client(document, tmp_path)
         # A schema the generator cannot model silently becomes `Any` (a oneOf did once).
         assert "Warning" not in log and "Unable to process" not in log, log
-        run = subprocess.run(
+        run = run_process(
             [sys.executable, "-c", USER_SCRIPT],
             cwd=tmp_path,
             env={
@@ -118,8 +116,6 @@ def test_a_client_generated_from_the_document_renders_completes_lists_and_parses
                 "GATEWAY_URL": gateway.base_url,
                 "GATEWAY_KEY": gateway.admin_key,
             },
-            capture_output=True,
-            text=True,
             timeout=120,
             check=False,
         )

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
+
+from tests.processes import run_process
 
 _PROBE = """
 import json, sys
@@ -29,11 +30,9 @@ def _probe(**env: str) -> dict[str, object]:
         for key, value in os.environ.items()
         if not key.startswith(("OPENAI_", "ANTHROPIC_", "GENAI_"))
     }
-    result = subprocess.run(
+    result = run_process(
         [sys.executable, "-c", _PROBE],
         env={**clean, **env},
-        capture_output=True,
-        text=True,
         timeout=60,
         check=True,
     )

@@ -149,7 +149,8 @@ async def test_every_series_appears_after_real_traffic(
     assert value(samples, "genai_requests_total", route="/v1/drift", **no_model) == 1
     routes = {labels["route"] for labels in labels_of(samples, "genai_requests_total")}
     assert not [route for route in routes if answered.json()["job_id"] in route], routes
-    render = {"route": "/v1/render", "pattern": "reply", "status": "200"}
+    # A template is labelled `template`: its name is the caller's to choose.
+    render = {"route": "/v1/render", "pattern": "template", "status": "200"}
     assert total(samples, "genai_requests_total", **render) == 1
     # Upstream latency and the gateway's overhead: the 0.2 s upstream delay is never overhead.
     upstream = value(samples, "genai_upstream_seconds_sum", provider="openai", model="gpt-4o-mini")
@@ -193,7 +194,7 @@ async def test_every_series_appears_after_real_traffic(
     )
     assert value(samples, "genai_cost_usd_total", provider="openai", model="gpt-4o-mini") > 0
     # The prompt-contract monitors.
-    assert value(samples, "genai_template_fallbacks_total", role="critic") == 1
+    assert value(samples, "genai_template_fallbacks_total") == 1
     assert (
         value(
             samples, "genai_contract_failures_total", pattern="note", error_type="missing_variables"
@@ -210,6 +211,89 @@ async def test_every_series_appears_after_real_traffic(
     assert system_chars == rendered * len("Write a calm note for Ops.")
     user_chars = value(samples, "genai_rendered_prompt_chars_sum", pattern="note", role="user")
     assert user_chars == rendered * len("hello there")
+
+
+HINTED = """---
+description: A note whose model comes from its own file.
+model_hint: anthropic/claude-from-the-pattern-file
+---
+Write a note for {{ owner }}.
+"""
+
+
+async def test_only_configured_models_and_catalogued_patterns_become_label_values(
+    fake: FakeProviderServer, tmp_path: Path
+) -> None:
+    root = tmp_path / "patterns"
+    root.mkdir()
+    (root / "note.md").write_text(NOTE, encoding="utf-8")
+    (root / "hinted.md").write_text(HINTED, encoding="utf-8")
+    settings = settings_for(
+        fake,
+        pattern_dir=[root],
+        fallbacks={"note": ["anthropic/claude-haiku-4-5"]},
+        model_aliases={"quick": "openai/gpt-4o"},
+    )
+    chat = {"messages": [{"role": "user", "content": "hi"}]}
+    async with running_app(settings) as (_, http):
+        sent = [
+            # A model no one configured, answered by a known provider, then by its fallback.
+            await http.post("/v1/completions", json={**NOTE_REQUEST, "model": "openai/made-up-1"}),
+            await http.post("/v1/chat/completions", json={**chat, "model": "anthropic/made-up-2"}),
+            # The model the pattern file names, and a configured one by its alias.
+            await http.post(
+                "/v1/completions",
+                json={"pattern_key": "hinted", "variables": {"owner": "Ops"}, "user_prompt": "x"},
+            ),
+            await http.post("/v1/chat/completions", json={**chat, "model": "quick"}),
+            # A template with no active version: the fallback prompt.
+            await http.post(
+                "/v1/render",
+                json={"template": {"name": "made-up-3", "role": "made-up-4"}, "user_prompt": "x"},
+            ),
+            await http.post(
+                "/v1/templates",
+                json={
+                    "name": "made-up-5",
+                    "role": "writer",
+                    "template": "Hi {{ who }}.",
+                    "variables": ["who"],
+                },
+            ),
+        ]
+        fake.script("openai", *[Reply.error(500)] * 3)
+        sent.append(
+            await http.post("/v1/completions", json={**NOTE_REQUEST, "model": "openai/made-up-6"})
+        )
+        refused = await http.post(
+            "/v1/render",
+            json={"template": {"name": "made-up-5", "role": "writer"}, "user_prompt": "x"},
+        )
+        exposition = (await http.get("/metrics")).text
+    assert [r.status_code for r in sent] == [200, 200, 200, 200, 200, 201, 200], [
+        r.text for r in sent
+    ]
+    assert refused.json()["error"]["type"] == "variable_contract_violation", refused.text
+    assert "made-up" not in exposition
+    samples = parse(exposition)
+    requests = "genai_requests_total"
+    assert value(samples, requests, **completion_labels("openai", "other")) == 1
+    assert value(samples, requests, **completion_labels("anthropic", "claude-haiku-4-5")) == 1
+    door = {"route": "/v1/chat/completions", "pattern": "builtin:chat", "status": "200"}
+    assert value(samples, requests, **door, provider="anthropic", model="other") == 1
+    assert value(samples, requests, **door, provider="openai", model="gpt-4o") == 1
+    hinted = {"provider": "anthropic", "model": "claude-from-the-pattern-file"}
+    assert total(samples, requests, pattern="hinted", **hinted) == 1
+    assert total(samples, requests, route="/v1/render", pattern="template", status="200") == 1
+    fallback = {"from_model": "other", "to_model": "anthropic/claude-haiku-4-5"}
+    assert value(samples, "genai_fallbacks_total", **fallback) == 1
+    assert value(samples, "genai_upstream_seconds_count", provider="openai", model="other") == 1
+    assert total(samples, "genai_tokens_total", provider="anthropic", model="other") > 0
+    contract = {"pattern": "template", "error_type": "variable_contract_violation"}
+    assert value(samples, "genai_contract_failures_total", **contract) == 1
+    chars = {"pattern": "template", "role": "system"}
+    assert value(samples, "genai_rendered_prompt_chars_count", **chars) == 1
+    assert value(samples, "genai_template_fallbacks_total") == 1
 
 
 async def test_every_response_carries_its_request_id_and_the_gateway_overhead(

@@ -109,7 +109,9 @@ async def test_a_429_keeps_its_retry_after_through_the_adapters_client() -> None
     assert "server busy" in caught.value.message
 
 
-async def test_a_plain_sdk_client_still_maps_the_status_without_retry_after() -> None:
+async def test_a_plain_sdk_client_still_maps_the_status_and_keeps_retry_after() -> None:
+    """An answer is read by the adapter itself (under the answer cap), so even a client built
+    without the hook keeps the headers of an error."""
     provider = OllamaProvider(ollama.AsyncClient(host=HOST))
     try:
         with respx.mock() as mock, pytest.raises(UpstreamRateLimited) as caught:
@@ -119,7 +121,7 @@ async def test_a_plain_sdk_client_still_maps_the_status_without_retry_after() ->
             await provider.complete(CALL)
     finally:
         await provider.aclose()
-    assert caught.value.retry_after is None
+    assert caught.value.retry_after == 2
 
 
 # --- transport faults in the middle of a stream -------------------------------------------------

@@ -16,6 +16,7 @@ import openai
 import pytest
 from pydantic import BaseModel
 
+from app.schemas.conversation import MAX_TOOLS
 from app.tracking import continuation_hash
 from tests.fakes.provider_server import SIGNATURE, FakeCall, FakeProviderServer, Reply
 from tests.support import SHIPPED_PATTERNS, settings_for
@@ -544,7 +545,7 @@ async def test_unknown_fields_are_ignored_and_named_in_a_header(
             "invalid_value",
         ),
         (
-            {"tools": [WEATHER] * 10_000},
+            {"tools": [WEATHER] * (MAX_TOOLS + 1)},
             "tools",
             "invalid_value",
         ),
@@ -566,7 +567,7 @@ async def test_unknown_fields_are_ignored_and_named_in_a_header(
         "duplicate-tools",
         "orphan-result",
         "arguments-not-json",
-        "10000-tools",
+        "too-many-tools",
         "image-from-assistant",
     ],
 )

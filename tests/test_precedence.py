@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 from app.config import Settings
 from app.schemas import ModelSource
 from tests.fakes.provider_server import FakeProviderServer
+from tests.processes import run_process
 from tests.security.live import free_port, genai_command, live_service, service_env
 from tests.support import SHIPPED_PATTERNS, run_cli, serve_app
 
@@ -282,12 +282,10 @@ def test_serve_prints_every_model_problem_and_exits_2(tmp_path: Path) -> None:
         "GENAI_PATTERN_DIR": f"{root}{os.pathsep}{SHIPPED_PATTERNS}",
         "GENAI_MODEL": "ollama/gemma:2b",
     }
-    done = subprocess.run(
+    done = run_process(
         [genai_command(), "serve", "--port", str(free_port()), "--model-for", "summarize=x/y"],
         cwd=tmp_path,
         env=env,
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert done.returncode == 2, done.stderr
@@ -296,12 +294,10 @@ def test_serve_prints_every_model_problem_and_exits_2(tmp_path: Path) -> None:
         "genai: --model-for summarize: Unknown provider 'x' in 'x/y'; use one of: openai, "
         "anthropic, ollama."
     ]
-    done = subprocess.run(
+    done = run_process(
         [genai_command(), "serve", "--port", str(free_port())],
         cwd=tmp_path,
         env=env,
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert done.returncode == 2, done.stderr

@@ -9,6 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.config import ModelPrice, Settings
 from app.errors import ConfigurationError
+from app.metric_labels import LabelVocabulary
 from app.metrics import Metrics
 from app.routing.prices import PriceTable
 from app.schemas import Usage
@@ -179,7 +180,10 @@ def test_cost_is_never_negative_and_caching_never_costs_more(
 
 
 def test_metrics_count_tokens_by_kind_and_the_cost() -> None:
-    metrics = Metrics()
+    configured = LabelVocabulary(
+        models=frozenset({"openai/o4-mini", "vllm/qwen"}), providers=frozenset({"openai", "vllm"})
+    )
+    metrics = Metrics(labels=configured)
     usage = Usage(input_tokens=100, cached_input_tokens=40, output_tokens=30, reasoning_tokens=10)
     metrics.record_usage("openai", "o4-mini", usage, 0.0012)
     metrics.record_usage("openai", "o4-mini", usage, 0.0012)

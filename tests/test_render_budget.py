@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 from jinja2 import StrictUndefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from app.catalog import PatternCatalog
+from app.catalog import PatternCatalog, budget
 from app.catalog import renderer as renderer_module
 from app.catalog.budget import RenderBudget, render_budget
 from app.catalog.engine import _ENV, apply_template, compile_template
@@ -71,6 +72,9 @@ HOSTILE = [
     ),
     pytest.param(NAMESPACE_DOUBLING, "render_too_large", id="namespace-doubling"),
     pytest.param("{{ ['x' * 999999] * 1000 }}", "render_too_large", id="few-items-heavy-list"),
+    pytest.param("{{ ('{0}' * 1000).format('x' * 999999) }}", "render_too_large",
+                 id="str-format-repeated-field"),
+    pytest.param("{{ 1|tojson(indent=10**9) }}", "render_too_large", id="tojson-integer-indent"),
     pytest.param(
         "{% set y = 'x' * 999999 %}{{ [y, y, y]|string }}",
         "render_too_large",
@@ -219,6 +223,151 @@ def test_summing_many_lists_is_linear_and_equal_to_the_builtin() -> None:
     assert apply_template("sum", template, referenced, {}) == str(sum([[1, 2], [3]], [0]))
 
 
+# --- growth before the size check --------------------------------------------------------------
+
+# Each template below grows a value by a factor it chooses, or (the last four) holds its thread
+# in one long C call. At a 100,000-character budget, computing one before its size check
+# allocates from 4 MB (a split into characters) to 160 MB (a thousand reprs); estimated first,
+# none allocates more than about a megabyte.
+GROWTH_LIMIT = 100_000
+GROWTH_PEAK_BYTES = 30 * GROWTH_LIMIT
+SHARED_LIST = "{% set a = 'a' * 9999 %}{% set b = [a, a, a, a, a, a, a, a] %}"
+TRANSLATION_TABLE = "{% set w = 'b' * 1000 %}{% set t = [" + ", ".join(["w"] * 98) + "] %}"
+HUGE_HEX_INTS = "{% set x = ('f' * 50000)|int(base=16) %}{% set y = ('f' * 25000)|int(base=16) %}"
+DEEP_NAMESPACE = (
+    "{% set ns = namespace(x='a ' * 40000) %}{% for i in range(80) %}{% set ns.x = [ns.x] %}"
+    "{% endfor %}"
+)
+GROWTH = [
+    pytest.param("{{ ('{0}' * 1000).format('a' * 99999) }}", id="str-format-repeated-field"),
+    pytest.param("{{ ('{a}' * 1000).format_map({'a': 'a' * 99999}) }}",
+                 id="str-format-map-repeated-field"),
+    pytest.param(SHARED_LIST + "{{ ('{0!r}' * 1000).format(b) }}", id="str-format-repr-field"),
+    pytest.param("{{ ('%(a)s' * 1000) % {'a': 'a' * 49999} }}", id="percent-repeated-key"),
+    pytest.param("{{ ('%(a)s' * 1000)|format(a='a' * 49999) }}", id="format-filter-repeated-key"),
+    pytest.param("{{ '%099999999d'.encode() % 1 }}", id="bytes-percent-width"),
+    pytest.param("{{ (1).to_bytes(10**8, 'big')|length }}", id="int-to-bytes"),
+    pytest.param(TRANSLATION_TABLE + "{{ ('a' * 99999).translate(t)|length }}",
+                 id="translate-by-list"),
+    pytest.param("{{ ('\u00e9' * 99999).encode('ascii', 'namereplace')|length }}",
+                 id="encode-namereplace"),
+    pytest.param("{{ ('\u4e00 ' * 49999).split()|length }}", id="split-into-characters"),
+    pytest.param("{{ ('\u4e00' * 99999)|list|length }}", id="list-of-characters"),
+    pytest.param("{% set ns = namespace(a='x' * 99999) %}{{ [ns] * 1000 }}",
+                 id="namespace-repeated"),
+    pytest.param("{{ 1|tojson(indent=10**8) }}", id="tojson-integer-indent"),
+    pytest.param("{{ range(1000)|join('x' * 99999, attribute='real') }}",
+                 id="join-filter-attribute"),
+    pytest.param("{{ range(1000)|map('center', 99999)|list|length }}", id="map-then-list"),
+    pytest.param("{% for x in range(1000)|map('center', 99999) %}{{ loop.length }}{% endfor %}",
+                 id="map-then-loop-length"),
+    pytest.param("{{ cycler(*(range(1000)|map('center', 99999))) }}", id="map-then-star-args"),
+    pytest.param("{{ [1]|slice(99999, 0)|list|length }}", id="slice-many-fillers"),
+    pytest.param(DEEP_NAMESPACE + "{{ ns.x|pprint|length }}", id="pprint-deep-string"),
+    pytest.param("{{ ('\U0001F600' * 99999)|urlencode|length }}", id="urlencode-emoji"),
+    pytest.param("{{ 'a'|center(99999) }}" * 100, id="compile-time-folding"),
+    pytest.param(HUGE_HEX_INTS + "{{ (x // y) is number }}", id="floor-division-huge-ints"),
+    pytest.param(HUGE_HEX_INTS + "{{ x % y }}", id="modulo-huge-ints"),
+    pytest.param(HUGE_HEX_INTS + "{{ x is divisibleby(y) }}", id="divisibleby-huge-ints"),
+    pytest.param("{{ 12345|round(-100000) }}", id="round-to-huge-precision"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("body", GROWTH)
+def test_each_growth_path_is_refused_before_it_allocates(body: str) -> None:
+    """Untimed, as a pattern file compiles in the reload thread: only the estimates can stop
+    these. Refused from the estimate, not from running out of memory, and the peak shows the
+    large value was never built (compiling included: folding constants ran filters)."""
+    with render_budget(RenderBudget(deadline=None, max_chars=GROWTH_LIMIT)):
+        tracemalloc.start()
+        try:
+            with pytest.raises(RenderTooLarge) as caught:
+                compile_and_render(body)()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert caught.value.details() == {"template": "hostile"}
+    assert "out of memory" not in str(caught.value)
+    assert peak < GROWTH_PEAK_BYTES, f"{peak:,} bytes at the peak"
+
+
+# Each value within the limit, but kept all at once: by the hundred in the source, or one per
+# level of recursion (about 160 levels before the interpreter's limit).
+KEPT_AT_ONCE = [
+    pytest.param("".join(f"{{% set s{i} = 'x' * 99999 %}}" for i in range(400)), id="many-sets"),
+    pytest.param("{% macro m(n) %}{% set s = 'x' * 99999 %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}",
+                 id="recursive-macro-locals"),
+    pytest.param("{% macro m(s) %}{{ m(s ~ '') }}{% endmacro %}{{ m('x' * 99999) }}",
+                 id="recursive-macro-concat"),
+    pytest.param("{% macro m(s) %}{{ m(s[1:]) }}{% endmacro %}{{ m('x' * 99999) }}",
+                 id="recursive-macro-slices"),
+    pytest.param("{% for x in ['x' * 99999] recursive %}{{ loop([x ~ '']) }}{% endfor %}",
+                 id="recursive-loop"),
+    pytest.param("{% set x = ('f' * 70000)|int(base=16) %}"
+                 + "".join(f"{{% set y{i} = -x %}}" for i in range(400)), id="negated-long-ints"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("body", KEPT_AT_ONCE)
+def test_values_kept_at_once_are_bounded_by_the_render_allowance(body: str) -> None:
+    template, referenced = compile_template("kept", body)
+    with render_budget(RenderBudget(deadline=None, max_chars=GROWTH_LIMIT)):
+        tracemalloc.start()
+        try:
+            with pytest.raises(RenderTooLarge) as caught:
+                apply_template("kept", template, referenced, {})
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert "everything this render has built would be" in str(caught.value)
+    assert peak < (budget.ALLOWANCE_FACTOR + 8) * GROWTH_LIMIT, f"{peak:,} bytes at the peak"
+
+
+def test_the_allowance_counts_every_value_a_render_builds() -> None:
+    """Values built and dropped count too: the allowance bounds what a render builds in all, a
+    multiple of the size limit (32), so it also bounds what it can keep."""
+    body = "{% for i in range(n) %}{% set s = 'x' * 99999 %}{% endfor %}done"
+    template, referenced = compile_template("spent", body)
+    with render_budget(RenderBudget(deadline=None, max_chars=GROWTH_LIMIT)):
+        assert apply_template("spent", template, referenced, {"n": 32}) == "done"
+        with pytest.raises(RenderTooLarge) as caught:
+            apply_template("spent", template, referenced, {"n": 33})
+    assert "everything this render has built would be 3,299,967 long" in str(caught.value)
+
+
+def test_format_fields_count_together_against_the_limit() -> None:
+    """Two fields of a value each within the limit, together over it: refused at the second."""
+    template, referenced = compile_template("fields", "{{ '{0}{0}'.format(half) }}")
+    with render_budget(RenderBudget(deadline=None, max_chars=10_000)):
+        assert apply_template("fields", template, referenced, {"half": "x" * 4_990}) == "x" * 9_980
+        with pytest.raises(RenderTooLarge) as caught:
+            apply_template("fields", template, referenced, {"half": "x" * 5_001})
+    assert "the formatted string would be" in str(caught.value)
+
+
+def test_a_namespace_is_weighed_by_its_attributes() -> None:
+    """Its repr prints every attribute: repeating a namespace that holds a long string is
+    refused like repeating the string, before the list exists."""
+    body = "{% set ns = namespace(a=text) %}{{ ([ns] * 100)|length }}"
+    template, referenced = compile_template("ns", body)
+    with render_budget(RenderBudget(deadline=None, max_chars=10_000)):
+        assert apply_template("ns", template, referenced, {"text": "xx"}) == "100"
+        with pytest.raises(RenderTooLarge) as caught:
+            apply_template("ns", template, referenced, {"text": "x" * 200})
+    assert "the repetition would be" in str(caught.value)
+
+
+def test_filters_are_not_run_while_compiling() -> None:
+    """Jinja folds constant filter calls into the compiled code; here they run when rendered,
+    where the budget (and a deadline) applies."""
+    code = _ENV.compile("{{ 'a'|center(99999) }}{{ 'a' ~ 'b' }}", raw=True)
+    assert "center" in code and "concat_values" in code
+    assert "a" * 1000 not in code
+    template, referenced = compile_template("folded", "{{ name|upper }}{{ 'a'|upper }}")
+    assert referenced == {"name"}
+    assert apply_template("folded", template, referenced, {"name": "x"}) == "XA"
+
+
 # --- legitimate templates are unchanged -------------------------------------------------------
 
 LEGITIMATE = [
@@ -236,6 +385,18 @@ LEGITIMATE = [
     "{{ '%s and %s'|format('this', 'that') }} {{ [[1], [2]]|sum(start=[]) }} {{ 'ab'.center(6) }}",
     "{{ '{a}-{b}'.format_map({'a': 1, 'b': 2}) }} {{ [1, 2, 3]|batch(2)|list }}",
     "{{ text|truncate(12, false, '~', 0) }} {{ text|wordwrap(6, true, '|') }} {{ items }}",
+    "{{ '{0}-{0}|{0!r}|{n:>{w}}'.format('ab', n=7, w=4) }} {{ '%(a)s %(a)s %%' % {'a': 'x'} }}",
+    "{{ '%5.1f|%x' % (3.14159, 255) }} {{ '%-3s|'|format('z') }} {{ 'x'.encode() % () }}",
+    "{{ 7 // 2 }} {{ -7 % 3 }} {{ 10 is divisibleby 5 }} {{ 3.14159|round(2) }} {{ 5|round }}",
+    "{{ 7 - 2 }} {{ -3 }} {{ -(2 ** 70) }} {{ range(3, 0, -1)|list }} {{ 'ff'|int(base=16) }}",
+    "{{ (258).to_bytes(2, 'big') }} {{ 'ab'.translate({97: 'xy'}) }} {{ 'e\u0301'.encode() }}",
+    "{{ text.split() }} {{ 'a,b'.split(',') }} {{ 'a\nb'.splitlines() }} {{ 'abc'|list }}",
+    "{{ items|pprint }} {{ items|join(', ', attribute='name') }} {{ [3, 1]|sort }}",
+    "{{ [1, 2, 3]|map('string')|join('+') }} {{ text|urlencode }} {{ {'a': 1}|urlencode }}",
+    "{{ [1, 2, 3, 4, 5]|slice(2, 0)|list }} {{ [1, 2, 3]|batch(2, 0)|list }} {{ none }}",
+    "{% set ns = namespace(a=1, b=[2.5]) %}{{ ns }} {{ [ns] }} {{ 'a'|upper ~ 'b' }}",
+    "{{ text[2:8] }} {{ text[::-3] }} {{ items[:1] }} {{ range(9)[1::4]|list }} {{ text|reverse }}",
+    "{{ items|groupby('name')|list }} {{ {'b': 1, 'a': 2}|dictsort }} {{ items|reverse|list }}",
 ]
 SAMPLE = {"items": [{"name": "ana"}, {"name": "bo"}], "text": "two words here and more"}
 
@@ -437,6 +598,7 @@ def cli_db(tmp_path: Path, cli_env: Callable[..., None], database_url: str) -> P
         pytest.param("{{ 9**(9**9) }}", "render_too_large", id="folded-power"),
         pytest.param(RECURSIVE_MACRO, "render_too_deep", id="recursive-macro"),
         pytest.param(NESTED_STRING_LOOPS, "render_timeout", id="nested-loops-over-a-string"),
+        pytest.param("{{ 1|tojson(indent=10**9) }}", "render_too_large", id="tojson-indent"),
     ],
 )
 def test_cli_templates_create_refuses_a_hostile_template(

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 from tests.fakes.provider_server import FakeProviderServer
 from tests.live_server import live_gateway
+from tests.processes import run_process
 from tests.support import REPO_ROOT, settings_for
 
 # Cases per operation and phase: about 1,700 requests over the whole document, ~20 s.
@@ -30,7 +30,7 @@ def test_schemathesis_finds_no_server_error_and_no_answer_the_document_does_not_
     st = Path(sys.executable).with_name("st")
     assert st.exists(), "schemathesis is a dev dependency: pip install -e '.[dev]'"
     with live_gateway(settings_for(fake)) as gateway:
-        run = subprocess.run(
+        run = run_process(
             [
                 str(st),
                 "run",
@@ -61,8 +61,6 @@ def test_schemathesis_finds_no_server_error_and_no_answer_the_document_does_not_
                 "SCHEMATHESIS_HOOKS": "tests.schemathesis_checks",
                 "PYTHONPATH": str(REPO_ROOT),
             },
-            capture_output=True,
-            text=True,
             timeout=600,
             check=False,
         )

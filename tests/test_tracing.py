@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tests.fakes.provider_server import FakeProviderServer
+from tests.processes import run_process
 from tests.support import running_app, settings_for
 
 REQUEST = {"pattern_key": "summarize", "variables": {}, "user_prompt": "a short text"}
@@ -166,11 +166,9 @@ create_app(settings_for(None))
 print(json.dumps(sorted(m for m in sys.modules if m.startswith("opentelemetry.sdk"))))
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    result = subprocess.run(
+    result = run_process(
         [sys.executable, "-c", probe],
         env=env,
-        capture_output=True,
-        text=True,
         timeout=60,
         check=True,
     )

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.errors import genai_error_response
+from app.api.limits import drain
 from app.auth.authenticator import Authenticator
 from app.errors import GenAIError
 from app.runtime import Runtime
@@ -40,6 +41,7 @@ class AuthMiddleware:
                 )
             )
         except GenAIError as exc:  # 401, or 503 when the key store cannot be read
+            await drain(scope, receive)  # so a client still uploading can read the refusal
             await genai_error_response(request, exc)(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = principal

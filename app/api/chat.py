@@ -12,10 +12,10 @@ import time
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-import orjson
 from fastapi import APIRouter, Path, Response
 from pydantic import ValidationError
 
+from app.api.body import OffLoopBodyRoute
 from app.api.chat_schemas import (
     CHAT_MODEL,
     IGNORED,
@@ -54,11 +54,12 @@ from app.api.deps import (
     SettingsDep,
 )
 from app.api.errors import error_responses
-from app.api.sse import EventStreamResponse
+from app.api.responses import GatewayJSONResponse, json_bytes
 from app.config import Settings
 from app.dialects import openai as dialect
 from app.error_body import error_body, error_json
 from app.errors import InvalidConversation, InvalidModel, UnsupportedParameter
+from app.offload import off_loop
 from app.providers.base import ReasoningDelta, ToolCallDelta
 from app.providers.registry import provider_names
 from app.routing.aliases import ModelAliases
@@ -76,7 +77,12 @@ from app.schemas import (
 from app.schemas.conversation import conversation_problems
 from app.service import StreamDelta, StreamFailed, StreamOutput
 
-router = APIRouter(prefix="/v1", tags=["openai-compatible"], dependencies=[CanComplete])
+router = APIRouter(
+    prefix="/v1",
+    tags=["openai-compatible"],
+    dependencies=[CanComplete],
+    route_class=OffLoopBodyRoute,
+)
 
 
 # --- the request -----------------------------------------------------------------------------
@@ -258,7 +264,7 @@ class _Chunks:
                     for piece in delta["tool_calls"]
                 ]
             choice["delta"] = delta
-        return b"data: " + orjson.dumps(data) + b"\n\n"
+        return b"data: " + json_bytes(data) + b"\n\n"
 
     def _chunk(self, **fields: Any) -> ChatCompletionChunk:
         return ChatCompletionChunk.model_validate({**self._head, **fields})
@@ -302,7 +308,7 @@ class _Chunks:
             frames.append(b"data: [DONE]\n\n")
         else:  # OpenAI reports a failure mid-stream as an `error` object in a data event
             body = error_json(error_body(event.error, request_id=self._request_id))
-            frames.append(b"data: " + orjson.dumps(body) + b"\n\n")
+            frames.append(b"data: " + json_bytes(body) + b"\n\n")
         return frames
 
 
@@ -323,28 +329,24 @@ class _Chunks:
     },
 )
 async def create_chat_completion(
-    body: ChatCompletionRequest, response: Response, completer: CompleterDep
+    body: ChatCompletionRequest, completer: CompleterDep
 ) -> ChatCompletion | Response:
-    door = door_request(body)
-    render = to_render_request(door)
+    door = await off_loop(lambda: door_request(body))
+    render = await off_loop(lambda: to_render_request(door))
     request_id, created = completer.request_id, int(time.time())
     ignored = _ignored(body)
     headers = {IGNORED_HEADER: ",".join(ignored)} if ignored else {}
     if body.stream:
-        events = await completer.stream(render)
         include_usage = body.stream_options is not None and body.stream_options.include_usage
         chunks = _Chunks(
             request_id=request_id, created=created, model=body.model, usage=include_usage
         )
-        return EventStreamResponse(
-            events, request_id=request_id, frames=chunks.frames, headers=headers
-        )
+        return await completer.stream(render, frames=chunks.frames, headers=headers)
     envelope = await completer.complete(render)
     if dropped := dropped_params(door.params, envelope.params):
         headers[DROPPED_HEADER] = ",".join(dropped)
-    response.headers.update(headers)
     answer = envelope.response
-    return ChatCompletion(
+    completion = ChatCompletion(
         id=f"chatcmpl-{request_id}",
         created=created,
         model=body.model,
@@ -353,6 +355,8 @@ async def create_chat_completion(
         provenance=envelope.provenance,
         job_id=envelope.job_id,
     )
+    # Serialised once, here (FastAPI would validate and dump the response model again).
+    return GatewayJSONResponse(completion, headers=headers)
 
 
 # --- models ----------------------------------------------------------------------------------

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
+from app.api.body import OffLoopBodyRoute
 from app.api.deps import CanComplete, CompleterDep, ServiceDep
 from app.api.errors import error_responses
 from app.api.openapi import COMPLETION_EVENTS
-from app.api.sse import EventStreamResponse
+from app.api.responses import GatewayJSONResponse
 from app.schemas import CompletionEnvelope, RenderRequest, RenderResult
 
-router = APIRouter(prefix="/v1", tags=["completions"], dependencies=[CanComplete])
+router = APIRouter(
+    prefix="/v1", tags=["completions"], dependencies=[CanComplete], route_class=OffLoopBodyRoute
+)
 
 
 @router.post(
@@ -32,9 +35,9 @@ async def create_completion(
     body: RenderRequest, completer: CompleterDep
 ) -> CompletionEnvelope | Response:
     if body.stream:
-        events = await completer.stream(body)
-        return EventStreamResponse(events, request_id=completer.request_id)
-    return await completer.complete(body)
+        return await completer.stream(body)
+    # Serialised once, here (FastAPI would validate and dump the response model again).
+    return GatewayJSONResponse(await completer.complete(body))
 
 
 @router.post(

@@ -7,7 +7,6 @@ needless hop per request for what are attribute lookups.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Annotated, Any, cast
 
@@ -15,6 +14,7 @@ from fastapi import Depends, Header, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.api.disconnect import cancel_on_disconnect
+from app.api.sse import EventStreamResponse, Frames
 from app.audit.replay import Replayer
 from app.audit.trail import AuditTrail
 from app.auth.authenticator import Authenticator, Principal
@@ -27,7 +27,7 @@ from app.providers.registry import ProviderRegistry
 from app.readiness import AuditBacklog, Readiness
 from app.runtime import Runtime
 from app.schemas import CompletionEnvelope, RenderRequest
-from app.service import GenAIService, StreamOutput
+from app.service import GenAIService
 from app.snippets import SnippetLibrary
 from app.store.templates import TemplateRepository
 
@@ -138,6 +138,7 @@ class Completer:
     request_id: str
     deadline_ms: int | None
     caller_key: str | None
+    send_timeout: float  # one send of a stream, waiting on a client that stopped reading
 
     async def complete(self, render: RenderRequest) -> CompletionEnvelope:
         return await cancel_on_disconnect(
@@ -150,10 +151,17 @@ class Completer:
             ),
         )
 
-    async def stream(self, render: RenderRequest) -> AsyncGenerator[StreamOutput, None]:
-        """Failures before the first event raise here (answered as JSON errors); later ones end
-        the stream with its failure event."""
-        return await cancel_on_disconnect(
+    async def stream(
+        self,
+        render: RenderRequest,
+        *,
+        frames: Frames | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> EventStreamResponse:
+        """The stream as Server-Sent Events (`frames` writes each event; default the gateway's
+        own). Failures before the first event raise here (answered as JSON errors); later ones
+        end the stream with its failure event."""
+        events = await cancel_on_disconnect(
             self.request,
             self.service.stream(
                 render,
@@ -161,6 +169,13 @@ class Completer:
                 deadline_ms=self.deadline_ms,
                 caller_key=self.caller_key,
             ),
+        )
+        return EventStreamResponse(
+            events,
+            request_id=self.request_id,
+            frames=frames,
+            headers=headers,
+            send_timeout=self.send_timeout,
         )
 
 
@@ -196,11 +211,19 @@ IsAdmin = require(Scope.admin)
 async def get_completer(
     request: Request,
     service: ServiceDep,
+    settings: SettingsDep,
     request_id: RequestIdDep,
     caller_key: CallerKeyDep,
     deadline_ms: DeadlineDep = None,
 ) -> Completer:
-    return Completer(service, request, request_id or uuid.uuid4().hex, deadline_ms, caller_key)
+    return Completer(
+        service,
+        request,
+        request_id or uuid.uuid4().hex,
+        deadline_ms,
+        caller_key,
+        settings.request.stream_send_timeout_seconds,
+    )
 
 
 CompleterDep = Annotated[Completer, Depends(get_completer)]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import structlog
@@ -66,17 +65,6 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     return genai_error_response(request, InvalidRequest(problems))
 
 
-def _unreadable_body(cause: BaseException | None) -> str | None:
-    """Why FastAPI could not parse a body (its 400 keeps the parser's exception as the cause)."""
-    if isinstance(cause, UnicodeDecodeError):
-        return "The request body is not valid UTF-8."
-    if isinstance(cause, RecursionError):
-        return "The JSON body is nested too deeply to read."
-    if isinstance(cause, ValueError):  # int(): more digits than the interpreter converts
-        return f"The JSON body has a number longer than {sys.get_int_max_str_digits()} digits."
-    return None
-
-
 _HTTP_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
 
 
@@ -107,9 +95,7 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
         error = MethodNotAllowed(message, allow=allow)
     elif exc.status_code == 413:
         error = PayloadTooLarge(message)
-    elif exc.status_code == 400:
-        error = RequestProblem(_unreadable_body(exc.__cause__) or message)
-    else:  # none is raised today; keep the status, say it in our shape
+    else:  # an unreadable body is refused by app/api/body.py; keep the status, in our shape
         error = RequestProblem(message)
     return genai_error_response(request, error, status=exc.status_code)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -36,4 +38,5 @@ async def readyz(readiness: ReadinessDep) -> JSONResponse:
 )
 async def metrics(metrics: MetricsDep, audit: AuditBacklogDep) -> Response:
     metrics.audit_backlog.set(audit.backlog)
-    return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+    # With several workers a scrape reads every worker's metric files: off the loop.
+    return Response(await asyncio.to_thread(metrics.exposition), media_type=CONTENT_TYPE_LATEST)

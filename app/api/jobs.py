@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
+from app.api.body import OffLoopBodyRoute
 from app.api.deps import AuditTrailDep, IsAdmin, ReplayerDep
 from app.api.errors import error_responses
 from app.api.params import JobIdPath
 from app.schemas import DriftReport, JobRecord, ReplayResult
 
-router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[IsAdmin])
+router = APIRouter(
+    prefix="/v1", tags=["jobs"], dependencies=[IsAdmin], route_class=OffLoopBodyRoute
+)
 
 
 @router.get(

@@ -7,12 +7,15 @@ from typing import Annotated
 from fastapi import APIRouter, Path, status
 from pydantic import BaseModel
 
+from app.api.body import OffLoopBodyRoute
 from app.api.deps import AuthenticatorDep, IsAdmin
 from app.api.errors import error_responses
 from app.auth.keys import Scope
 from app.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo
 
-router = APIRouter(prefix="/v1/keys", tags=["keys"], dependencies=[IsAdmin])
+router = APIRouter(
+    prefix="/v1/keys", tags=["keys"], dependencies=[IsAdmin], route_class=OffLoopBodyRoute
+)
 
 
 class ApiKeyList(BaseModel):

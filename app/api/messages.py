@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import orjson
 from fastapi import APIRouter, Response
 from pydantic import ValidationError
 
+from app.api.body import OffLoopBodyRoute
 from app.api.conversation import (
     DROPPED_HEADER,
     IGNORED_HEADER,
@@ -36,10 +36,11 @@ from app.api.messages_schemas import (
     AnthropicTokenCount,
     AnthropicUsage,
 )
-from app.api.sse import EventStreamResponse
+from app.api.responses import GatewayJSONResponse, json_bytes
 from app.dialects import anthropic as dialect
 from app.error_body import error_body, error_json
 from app.errors import InvalidConversation, UnsupportedParameter
+from app.offload import off_loop
 from app.providers.base import ReasoningDelta, ToolCallDelta
 from app.schemas import (
     CompletionEnvelope,
@@ -53,7 +54,12 @@ from app.schemas import Usage as GatewayUsage
 from app.schemas.conversation import conversation_problems
 from app.service import StreamDelta, StreamFailed, StreamOutput
 
-router = APIRouter(prefix="/v1", tags=["anthropic-compatible"], dependencies=[CanComplete])
+router = APIRouter(
+    prefix="/v1",
+    tags=["anthropic-compatible"],
+    dependencies=[CanComplete],
+    route_class=OffLoopBodyRoute,
+)
 
 
 # Anthropic's effort levels → the gateway's reasoning_effort (its `max` is our top level).
@@ -191,7 +197,7 @@ def _usage(usage: GatewayUsage) -> AnthropicUsage:
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
-    return b"event: " + event.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+    return b"event: " + event.encode() + b"\ndata: " + json_bytes(data) + b"\n\n"
 
 
 class _Events:
@@ -311,22 +317,20 @@ class _Events:
     },
 )
 async def create_message(
-    body: AnthropicMessagesRequest, response: Response, completer: CompleterDep
+    body: AnthropicMessagesRequest, completer: CompleterDep
 ) -> AnthropicMessage | Response:
-    render = to_render_request(door_request(body, stream=body.stream))
+    render = await off_loop(lambda: to_render_request(door_request(body, stream=body.stream)))
     request_id = completer.request_id
     # `request-id` is where the anthropic SDK reads it (the gateway's own is x-request-id).
     headers = {**_ignored(body), "request-id": request_id}
     if body.stream:
-        events = await completer.stream(render)
         frames = _Events(request_id=request_id, model=body.model).frames
-        return EventStreamResponse(events, request_id=request_id, frames=frames, headers=headers)
+        return await completer.stream(render, frames=frames, headers=headers)
     envelope = await completer.complete(render)
     if dropped := dropped_params(render.params, envelope.params):
         headers[DROPPED_HEADER] = ",".join(dropped)
-    response.headers.update(headers)
     answer = envelope.response
-    return AnthropicMessage(
+    message = AnthropicMessage(
         id=f"msg_{request_id}",
         model=body.model,
         content=content_blocks(answer),
@@ -335,6 +339,8 @@ async def create_message(
         provenance=envelope.provenance,
         job_id=envelope.job_id,
     )
+    # Serialised once, here (FastAPI would validate and dump the response model again).
+    return GatewayJSONResponse(message, headers=headers)
 
 
 @router.post(
@@ -347,7 +353,7 @@ async def create_message(
 async def count_tokens(
     body: AnthropicCountTokensRequest, response: Response, service: ServiceDep
 ) -> AnthropicTokenCount:
-    render = to_render_request(door_request(body, stream=False))
+    render = await off_loop(lambda: to_render_request(door_request(body, stream=False)))
     count = await service.count_tokens(render)
     response.headers.update(_ignored(body))
     return AnthropicTokenCount(input_tokens=count)

@@ -7,13 +7,19 @@ import functools
 from fastapi import APIRouter
 from pydantic import BaseModel
 
+from app.api.body import OffLoopBodyRoute
 from app.api.deps import CanComplete, CatalogDep, RendererDep
 from app.api.errors import error_responses
 from app.catalog import PatternInfo
 from app.errors import InvalidPattern
 from app.schemas import PatternDetail, PatternSummary
 
-router = APIRouter(prefix="/v1/patterns", tags=["patterns"], dependencies=[CanComplete])
+router = APIRouter(
+    prefix="/v1/patterns",
+    tags=["patterns"],
+    dependencies=[CanComplete],
+    route_class=OffLoopBodyRoute,
+)
 
 
 class PatternList(BaseModel):

@@ -26,14 +26,21 @@ def _ascii_json(content: Any) -> bytes:
     )
 
 
+def json_bytes(content: Any) -> bytes:
+    """`content` (a model, or JSON-ready data) as JSON bytes: the fast encoders, and ASCII
+    escapes when a text holds a lone surrogate (or an integer is wider than 64 bits). Every body
+    and every stream event the service writes goes through here."""
+    if isinstance(content, BaseModel):
+        try:
+            return content.__pydantic_serializer__.to_json(content)
+        except PydanticSerializationError:  # a lone surrogate: UTF-8 cannot carry it
+            return _ascii_json(content.model_dump(mode="json"))
+    try:
+        return orjson.dumps(content)
+    except orjson.JSONEncodeError:  # a lone surrogate, or an integer wider than 64 bits
+        return _ascii_json(content)
+
+
 class GatewayJSONResponse(JSONResponse):
     def render(self, content: Any) -> bytes:
-        if isinstance(content, BaseModel):
-            try:
-                return content.__pydantic_serializer__.to_json(content)
-            except PydanticSerializationError:  # a lone surrogate: UTF-8 cannot carry it
-                return _ascii_json(content.model_dump(mode="json"))
-        try:
-            return orjson.dumps(content)
-        except orjson.JSONEncodeError:  # a lone surrogate, or an integer wider than 64 bits
-            return _ascii_json(content)
+        return json_bytes(content)

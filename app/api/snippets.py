@@ -6,12 +6,13 @@ from fastapi import APIRouter, Query, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 
+from app.api.body import OffLoopBodyRoute
 from app.api.deps import CanComplete, IsAdmin, SnippetsDep
 from app.api.errors import error_responses
 from app.api.params import SlugPath, TagQuery
 from app.schemas import Snippet, SnippetIn
 
-router = APIRouter(prefix="/v1/snippets", tags=["snippets"])
+router = APIRouter(prefix="/v1/snippets", tags=["snippets"], route_class=OffLoopBodyRoute)
 
 
 class SnippetList(BaseModel):

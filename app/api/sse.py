@@ -13,14 +13,18 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncGenerator, Callable, Iterable
 
-import orjson
+import structlog
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
+from app.api.responses import json_bytes
 from app.error_body import error_body, error_json
 from app.providers.base import ReasoningDelta, ToolCallDelta
 from app.schemas import CompletionEnvelope
-from app.service import StreamDelta, StreamFailed, StreamOutput
+from app.service import ClientStoppedReading, StreamDelta, StreamFailed, StreamOutput
+
+DEFAULT_SEND_TIMEOUT = 30.0
+log = structlog.get_logger(__name__)
 
 HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -32,17 +36,17 @@ HEADERS = [
 def encode(event: StreamOutput, *, request_id: str | None) -> bytes:
     """One SSE frame; the data is a single line of JSON (orjson never writes a newline)."""
     if isinstance(event, StreamDelta):
-        name, data = b"delta", orjson.dumps({"text": event.text})
+        name, data = b"delta", json_bytes({"text": event.text})
     elif isinstance(event, ToolCallDelta):
-        name, data = b"tool_call", orjson.dumps(dataclasses.asdict(event))
+        name, data = b"tool_call", json_bytes(dataclasses.asdict(event))
     elif isinstance(event, ReasoningDelta):
-        name, data = b"reasoning", orjson.dumps(dataclasses.asdict(event))
+        name, data = b"reasoning", json_bytes(dataclasses.asdict(event))
     elif isinstance(event, CompletionEnvelope):
-        name, data = b"envelope", event.__pydantic_serializer__.to_json(event)
+        name, data = b"envelope", json_bytes(event)
     else:
         assert isinstance(event, StreamFailed)
         body = error_json(error_body(event.error, request_id=request_id))
-        name, data = b"error", orjson.dumps(body)
+        name, data = b"error", json_bytes(body)
     return b"event: " + name + b"\ndata: " + data + b"\n\n"
 
 
@@ -62,8 +66,10 @@ class EventStreamResponse(Response):
         request_id: str | None,
         frames: Frames | None = None,
         headers: dict[str, str] | None = None,
+        send_timeout: float = DEFAULT_SEND_TIMEOUT,
     ) -> None:
         self.events = events
+        self.send_timeout = send_timeout  # one send, waiting on a client that stopped reading
         self.frames: Frames = frames or (lambda event: (encode(event, request_id=request_id),))
         self.status_code = 200
         self.background = None
@@ -96,10 +102,29 @@ class EventStreamResponse(Response):
 
     async def _relay(self, send: Send) -> None:
         try:
-            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+            await self._send(send, start)
             async for event in self.events:
                 for frame in self.frames(event):
-                    await send({"type": "http.response.body", "body": frame, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    body = {"type": "http.response.body", "body": frame, "more_body": True}
+                    await self._send(send, body)
+            await self._send(send, {"type": "http.response.body", "body": b"", "more_body": False})
+        except _Stalled:
+            # The client stopped reading: the job ends cancelled with that reason and frees its
+            # slot; the connection is closed once this returns (the response cannot complete).
+            log.warning("stream_client_stopped_reading", send_timeout_s=self.send_timeout)
+            with contextlib.suppress(StopAsyncIteration, ClientStoppedReading):
+                await self.events.athrow(ClientStoppedReading())
         finally:
             await self.events.aclose()
+
+    async def _send(self, send: Send, message: Message) -> None:
+        try:
+            async with asyncio.timeout(self.send_timeout):
+                await send(message)
+        except TimeoutError:
+            raise _Stalled from None
+
+
+class _Stalled(Exception):
+    """A send waited longer than the send timeout on a client that does not read."""

@@ -5,13 +5,14 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 from pydantic import BaseModel
 
+from app.api.body import OffLoopBodyRoute
 from app.api.deps import CanComplete, IsAdmin, RendererDep, TemplatesDep
 from app.api.errors import error_responses
 from app.api.params import SlugPath, SlugQuery, VersionPath
 from app.catalog.templates import check_new_template
 from app.schemas import TemplateCreate, TemplateVersion
 
-router = APIRouter(prefix="/v1/templates", tags=["templates"])
+router = APIRouter(prefix="/v1/templates", tags=["templates"], route_class=OffLoopBodyRoute)
 
 
 class TemplateVersionList(BaseModel):

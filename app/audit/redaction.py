@@ -5,18 +5,25 @@ characters of HMAC-SHA256(key, category + ":" + normalised value). The same valu
 same key always yields the same token, so redacted records stay joinable without storing the
 raw value; without the key a token cannot be checked against a guessed value.
 
+Patterns match a folded view of the text, in which look-alikes read as what they look like
+(fullwidth digits and at-signs, non-breaking spaces, dashes; zero-width characters gone), but
+what is stored is the original text with only the matched spans replaced: text without personal
+data comes out unchanged, byte for byte. A value is hashed in its folded form, so one written
+with other separators or look-alikes gets the same token.
+
 Stored text is capped at MAX_REDACTED_CHARS, so only a bounded prefix of a long text is ever
 scanned: the cost of redacting a multi-megabyte prompt is that of a few dozen kilobytes.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import ipaddress
+import itertools
 import re
 import threading
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,14 +31,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from app.audit.folding import BLANK, FoldTable, view_origins
+
 MAX_REDACTED_CHARS = 20_000
 """Stored text is capped at this many characters (including the trailing ellipsis)."""
 ELLIPSIS = "…"
 _MARGIN = 4_096
 """Raw characters scanned past the cap: a long text's redacted prefix is what gets stored."""
 _GUARD = 1_024
-"""Redacted characters that must follow the cap, so that a value cut in two at the end of the
-scanned prefix (and so perhaps not recognised) lies wholly in the part that is thrown away."""
+"""Redacted characters, counted as the patterns see them, that must follow the cap, so that a
+value cut in two at the end of the scanned prefix (and so perhaps not recognised) lies wholly in
+the part that is thrown away."""
 
 
 class RedactionResult(BaseModel):
@@ -46,7 +56,13 @@ class RedactionResult(BaseModel):
 
 def _compact(value: str) -> str:
     """Drops separators so '4111 1111-1111 1111' and '4111111111111111' share one token."""
-    return re.sub(r"[^\w+]", "", value).upper()
+    return re.sub(r"[^\w+]|_", "", value).upper()
+
+
+def _phone(value: str) -> str:
+    """Reads a 00 prefix as '+', so '0044 20 7946 0958' and '+44 20 7946 0958' share one token."""
+    compact = _compact(value)
+    return "+" + compact[2:] if re.match(r"00[1-9]", compact) else compact
 
 
 def _words(value: str) -> str:
@@ -119,13 +135,46 @@ class Category:
     pattern: re.Pattern[str]
     validator: Callable[[str], bool] | None = None
     normalize: Callable[[str], str] = _compact
+    contains: str = ""
+    """A character every match holds: text without it is skipped without running the pattern."""
 
 
 _UP = "A-ZÀ-ÖØ-Þ"
-_LOW = "a-zß-öø-ÿ"
+_MARKS = "\u0300-\u036f"  # combining accents: 'Müller' written as 'Mu' + U+0308 + 'ller'
+_LOW = f"a-zß-öø-ÿ{_MARKS}"
 _APOSTROPHES = "'\u2019"  # straight and typographic (U+2019) apostrophes
 _NAME_WORD = rf"[{_UP}](?:[{_APOSTROPHES}-]?[{_UP}{_LOW}])*[{_LOW}]"
 _EMAIL_CHARS = r"A-Za-z0-9!#$%&'*+/=?^_`{|}~.-"
+# Letters of internationalised addresses. Latin, Greek and Cyrillic ones join ASCII in one word
+# ('josé', 'bücher'); the other scripts' (CJK, kana, Hangul, Thai, Arabic...) form words of
+# their own, as Japanese or Korean text runs straight into an address ('a@b.comです').
+_JOINING = (
+    "\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u02af\u0300-\u036f\u0370-\u03ff\u0400-\u052f\u1e00-\u1fff"
+)
+_SEPARATE = (
+    "\u0530-\u1dff\u2c00-\u2dff\u2e80-\u2fff\u3040-\ud7ff\uf900-\ufaff\ufb1d-\ufdff"
+    "\ufe70-\ufefe\uff66-\uffdc\U00010000-\U0001efff\U00020000-\U0003ffff"
+)
+# Numbers count only where they are not glued onto a word ('abc4111…'): a letter, digit or '_'
+# of the scripts in _JOINING. Text in the other scripts runs straight into numbers
+# ('カード4111…です'), so their letters do not glue.
+_GLUE = f"0-9A-Za-z_{_JOINING}"  # the body of a character class; ends with a range
+_END = f"(?![{_GLUE}])"
+
+
+def _start(first: str, not_after: str = "") -> str:
+    """Where a number-like value may begin: at `first`, not glued onto a word nor after
+    `not_after`. The look-ahead comes first: as letters of _SEPARATE no longer stop the
+    look-behind, it keeps the scan of such text as cheap as it was."""
+    return f"(?={first})(?<![{_GLUE}{not_after}])"
+
+
+_LOCAL_CHARS = _JOINING + _EMAIL_CHARS  # ends in '-': a range must not run into it
+# Labels before a dot may mix scripts; the last one may not, so text running on after the
+# address ('a@b.comです') is not taken for part of it.
+_DOMAIN = (
+    rf"(?:[A-Za-z0-9{_JOINING}{_SEPARATE}-]++\.)+(?:[A-Za-z0-9{_JOINING}-]+|[0-9{_SEPARATE}-]+)"
+)
 _STREET_TYPES = (
     "Street|St|Avenue|Ave|Road|Rd|Lane|Ln|Boulevard|Blvd|Drive|Dr|Way|Court|Ct|Place|Pl|Square|Sq"
 )
@@ -134,9 +183,13 @@ _STREET_SUFFIXES = "straße|strasse|gatan|vej|tie|katu"
 EMAIL = Category(
     "EMAIL",
     re.compile(
-        rf"(?<![{_EMAIL_CHARS}])(?P<value>[{_EMAIL_CHARS}]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"
+        # A word's runs of one kind of letters before the last are not part of the address.
+        rf"(?<![{_SEPARATE}{_LOCAL_CHARS}])"
+        rf"(?:[{_SEPARATE}]++(?=[{_LOCAL_CHARS}])|[{_LOCAL_CHARS}]++(?=[{_SEPARATE}]))*+"
+        rf"(?P<value>(?:[{_LOCAL_CHARS}]++|[{_SEPARATE}]++)@{_DOMAIN})"
     ),
     normalize=_words,
+    contains="@",
 )
 IBAN = Category(
     "IBAN",
@@ -148,14 +201,20 @@ IBAN = Category(
 CARD_NUMBER = Category(
     "CARD_NUMBER",
     # Not inside a longer number (a digit and "-" or "." before it), but after "ref-" it counts.
-    re.compile(r"(?<![\w+])(?<!\d[.-])(?P<value>\d(?:[ .-]?\d){12,18})(?!\w)"),
+    # Slashes and underscores only between groups of 4 (Amex 4-6-5), which dates and paths
+    # rarely are.
+    re.compile(
+        _start(r"\d", "+") + r"(?<!\d[.-])(?P<value>\d(?:[ .-]?\d){12,18}"
+        r"|\d{4}(?P<sep>[/_])(?:\d{4}(?P=sep)\d{4}(?P=sep)\d{1,4}(?:(?P=sep)\d{1,3})?"
+        r"|\d{6}(?P=sep)\d{4,5}))" + _END
+    ),
     _luhn_ok,
 )
 IP_ADDRESS = Category(
     "IP_ADDRESS",
     re.compile(
-        r"(?<![\w:.])(?P<value>(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|\d{1,3}(?:\.\d{1,3}){3})?"
-        r"|\d{1,3}(?:\.\d{1,3}){3})(?!\w|\.\d)"
+        _start("[0-9A-Fa-f:]", ":.") + r"(?P<value>(?:[0-9A-Fa-f]{0,4}:){2,7}"
+        r"(?:[0-9A-Fa-f]{1,4}|\d{1,3}(?:\.\d{1,3}){3})?|\d{1,3}(?:\.\d{1,3}){3})(?!\.\d)" + _END
     ),
     _is_ip,
     _canonical_ip,
@@ -163,19 +222,25 @@ IP_ADDRESS = Category(
 PHONE = Category(
     "PHONE",
     re.compile(
-        r"(?<![\w+.-])(?P<value>\+(?:\d[ .()-]{0,2}){6,14}\d"  # +CC, 7-15 digits in all
+        # +CC, or 00CC and a separator (unlike a zero-padded number): 7-15 digits in all
+        _start(r"[+(\d]", "+.-")
+        + r"(?P<value>(?:\+|00(?=[1-9]\d{0,3}[ ./-]))(?:\d[ ./()-]{0,2}){6,14}\d"
         r"|(?:\(\d{3}\)[ .-]?|\d{3}[ .-])\d{3}[ .-]\d{4}"  # (555) 123-4567, 555.123.4567
         r"|(?:\(0\d{1,4}\)[ -]?|0\d{1,4}[ -])\d{3,8}(?:[ -]\d{2,4}){0,2}"  # 030 1234567
-        r"|0\d(?:[ .]\d{2}){4})(?!\w)"  # 01 23 45 67 89
+        r"|0\d{1,4}/\d{5,8}"  # 030/1234567, but not a month/year such as 01/2026
+        r"|0\d(?:[ .]\d{2}){4})" + _END  # 01 23 45 67 89
     ),
+    normalize=_phone,
 )
 ID_CODE = Category(
     "ID_CODE",
     re.compile(
-        r"(?<![\w-])(?P<value>\d{3}(?P<sep>[- ])\d{2}(?P=sep)\d{4}"  # US SSN, dashed or spaced
+        _start("[0-9A-Z]", "-")
+        + r"(?P<value>\d{3}(?P<sep>[- ])\d{2}(?P=sep)\d{4}"  # US SSN, dashed or spaced
+        r"|(?<!\d\.)\d{3}\.\d{2}\.\d{4}(?!\.\d)"  # or dotted, but not within a version
         r"|[1-6]\d{10}|\d{6}[-+A]\d{3}[0-9A-Y]"  # Estonian / Finnish personal codes
         r"|[A-Z]{2} ?\d{2} ?\d{2} ?\d{2} ?[A-D]"  # UK National Insurance number
-        r"|[A-Z]\d{7,8}|[A-Z]{2}\d{6,7})(?!\w)"  # passport-like, 8-9 characters
+        r"|[A-Z]\d{7,8}|[A-Z]{2}\d{6,7})" + _END  # passport-like, 8-9 characters
     ),
 )
 ADDRESS_LINE = Category(
@@ -193,11 +258,11 @@ SIMPLE_NAME = Category(
     re.compile(
         r"(?:\b(?:Mrs|Mr|Ms|Dr|Prof)\.?[ \t]+"
         rf"|(?i:\bmy name is|\bi am|\bi[{_APOSTROPHES}]m|\bname:|\bsigned,)\s*)"
-        rf"(?P<value>{_NAME_WORD}(?:[ \t]+{_NAME_WORD}){{0,2}})\b"
+        rf"(?P<value>{_NAME_WORD}(?:[ \t]+{_NAME_WORD}){{0,2}})(?![\w{_MARKS}])"
     ),
     normalize=_words,
 )
-NUMBER = Category("NUMBER", re.compile(r"(?<![\w.,])(?P<value>\d{6,})(?![\w]|[.,]\d)"))
+NUMBER = Category("NUMBER", re.compile(_start(r"\d", ".,") + r"(?P<value>\d{6,})(?![.,]\d)" + _END))
 
 CATEGORIES: tuple[Category, ...] = (
     EMAIL,
@@ -221,7 +286,9 @@ word-based ADDRESS_LINE and SIMPLE_NAME; NUMBER is the catch-all for digit runs 
 _NAMES = "|".join(category.name for category in CATEGORIES)
 TOKEN_RE = re.compile(rf"\[(?P<category>{_NAMES})_[0-9a-f]{{10}}\]")
 """Matches tokens; text inside them is never re-scanned, which makes redaction idempotent."""
-_TOKEN_SPLIT_RE = re.compile(rf"(\[(?:{_NAMES})_[0-9a-f]{{10}}\])")
+_DONE_SPLIT_RE = re.compile(f"({BLANK}{BLANK}*)")  # not `+`: a literal start is found faster
+"""Splits the view at what is not scanned again: values already matched, tokens given."""
+_SEPARATORS = " -./_"
 
 
 def _accept(category: Category, value: str) -> str | None:
@@ -229,10 +296,10 @@ def _accept(category: Category, value: str) -> str | None:
     if category.validator is None:
         return value
     while not category.validator(value):
-        cut = max(value.rfind(" "), value.rfind("-"), value.rfind("."))
+        cut = max(value.rfind(separator) for separator in _SEPARATORS)
         if cut <= 0:
             return None
-        value = value[:cut].rstrip(" -.")
+        value = value[:cut].rstrip(_SEPARATORS)
     return value
 
 
@@ -279,9 +346,19 @@ class Redactor:
         self._cache: OrderedDict[str, RedactionResult] = OrderedDict()
         self._cache_size = cache_size
         self._cache_lock = threading.Lock()
+        self._folds = FoldTable()
+
+    def fold(self, text: str) -> str:
+        """The text as the patterns see it; ASCII text, which has no look-alikes, as it is."""
+        return text if text.isascii() else text.translate(self._folds)
 
     def token_for(self, category: Category, value: str) -> str:
-        """The token for one value; exposed so callers can look up a known value's token."""
+        """The token for one value; exposed so callers can look up a known value's token.
+
+        Hashes the folded value (composed, as NFKC composes accents), so look-alikes and other
+        separators give the same token."""
+        if not value.isascii():
+            value = unicodedata.normalize("NFKC", self.fold(value))
         message = f"{category.name}:{category.normalize(value)}".encode()
         digest = hmac.new(self._key, message, hashlib.sha256).hexdigest()
         return f"[{category.name}_{digest[:10]}]"
@@ -339,7 +416,8 @@ class Redactor:
         end = MAX_REDACTED_CHARS + _MARGIN
         while end < len(text):
             redacted = self._passes(text[:end])
-            if len(redacted) >= MAX_REDACTED_CHARS + _GUARD:
+            # Invisible padding must not stretch a value from past the prefix into what is kept.
+            if len(self.fold(redacted[MAX_REDACTED_CHARS:])) >= _GUARD:
                 break
             end *= 2  # long values became short tokens: the cut could show in what is kept
         else:
@@ -347,27 +425,53 @@ class Redactor:
         return _result(*_truncate(redacted))
 
     def _passes(self, text: str) -> str:
-        previous = None
-        while text != previous:
-            previous = text
-            for category in CATEGORIES:
-                text = self._apply(category, text)
-        return text
-
-    def _apply(self, category: Category, text: str) -> str:
-        """One pass of one category over the text between existing tokens."""
-        replace = functools.partial(self._replace, category)
-        pieces = _TOKEN_SPLIT_RE.split(text)  # odd indices are the tokens themselves
-        return "".join(
-            piece if index % 2 else category.pattern.sub(replace, piece)
-            for index, piece in enumerate(pieces)
+        """Every pass until nothing changes, on the folded view; then the matched spans, and only
+        they, are replaced in the original text."""
+        view = self.fold(text)
+        found: list[tuple[int, int, str]] = []
+        marked = (
+            TOKEN_RE.sub(lambda token: BLANK * len(token.group()), view) if "[" in view else view
         )
+        # Round and round in the fixed order until every category has seen the text as it now
+        # is: stopping there, not at the end of a round, saves a round's tail and changes nothing.
+        unchanged = 0
+        for category in itertools.cycle(CATEGORIES):
+            if unchanged == len(CATEGORIES):
+                break
+            applied = self._apply(category, marked, found)
+            unchanged = unchanged + 1 if applied is marked else 0
+            marked = applied
+        if not found:
+            return text
+        origins = None if view == text else view_origins(text, self._folds)
+        pieces: list[str] = []
+        done = 0
+        for start, end, token in sorted(found):
+            if origins is not None:
+                start, end = max(origins[start], done), origins[end - 1] + 1
+            pieces += (text[done:start], token)
+            done = end
+        pieces.append(text[done:])
+        return "".join(pieces)
 
-    def _replace(self, category: Category, match: re.Match[str]) -> str:
-        """Swaps the validated part of the ``value`` group for its token, keeping any cue."""
-        accepted = _accept(category, match.group("value"))
-        if accepted is None:
-            return match.group(0)
-        start = match.start("value") - match.start()
-        whole = match.group(0)
-        return whole[:start] + self.token_for(category, accepted) + whole[start + len(accepted) :]
+    def _apply(self, category: Category, view: str, found: list[tuple[int, int, str]]) -> str:
+        """One pass of one category over the view between tokens and earlier matches: each
+        match is added to `found` and blanked out, so every offset keeps pointing at the text."""
+        pieces: list[str] = []
+        done = offset = 0
+        for index, piece in enumerate(_DONE_SPLIT_RE.split(view)):
+            if not index % 2 and category.contains in piece:
+                for match in category.pattern.finditer(piece):
+                    accepted = _accept(category, match.group("value"))
+                    if accepted is None:
+                        continue
+                    start = offset + match.start("value")
+                    end = start + len(accepted)
+                    found.append((start, end, self.token_for(category, accepted)))
+                    pieces += (view[done:start], BLANK * (end - start))
+                    done = end
+            offset += len(piece)
+        if not pieces:
+            return view
+        pieces.append(view[done:])
+        return "".join(pieces)

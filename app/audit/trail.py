@@ -23,12 +23,13 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from sqlalchemy import String
 
 from app.audit.redaction import Redactor, clip
 from app.errors import GenAIError, JobNotFound, StoreUnavailable
+from app.offload import off_loop
 from app.pipeline.prepare import Prepared
 from app.prompts.structured import Attempt
 from app.providers import ProviderReply
@@ -48,10 +49,6 @@ from app.store.writer import AuditWriter
 from app.tracing import span
 from app.tracking import sha256_hex
 
-T = TypeVar("T")
-
-OFFLOAD_CHARS = 20_000
-"""Redacting more text than this runs in a worker thread, so it never stalls the event loop."""
 INTERRUPTED_MESSAGE = (
     "The process handling this job stopped before recording its outcome; the job is older than "
     "the longest a request can live, so no running process can still complete it."
@@ -145,13 +142,6 @@ def _text_size(*texts: str | None, attempts: Sequence[Attempt] = ()) -> int:
     return sum(len(text or "") for text in texts) + sum(len(a.response) for a in attempts)
 
 
-async def _off_loop(build: Callable[[], T], size: int) -> T:
-    """Small work inline (a thread hop costs more); large work in a worker thread."""
-    if size <= OFFLOAD_CHARS:
-        return build()
-    return await asyncio.to_thread(build)
-
-
 def _observe(future: asyncio.Future[None]) -> None:
     """Marks a failed insert's error as seen: the caller hears of it through `confirm`, or
     not at all if it went away (asyncio would otherwise log it as never retrieved)."""
@@ -194,7 +184,7 @@ class AuditTrail:
         # Redacting and queueing the pending record; waiting for it to be durable is `confirm`.
         attributes = {"genai.job_id": job_id, "genai.audit.mode": self.mode}
         with span("genai.audit.insert", attributes=attributes):
-            pending = (await _off_loop(build, size)).made_storable()
+            pending = await off_loop(lambda: build().made_storable(), size)
             durable = self.writer.insert(pending)
         durable.add_done_callback(_observe)
         job = OpenJob(job_id, pending.redaction_map, pending.escaped_fields or (), durable)
@@ -327,13 +317,17 @@ class AuditTrail:
 
     async def _record(self, job: OpenJob, build: Callable[[], JobOutcome], size: int) -> None:
         """Builds the outcome (off the loop when large) and queues it, even if cancelled."""
+
+        def storable() -> JobOutcome:
+            return build().made_storable(also_escaped=job.escaped_fields)
+
         try:
-            outcome = await _off_loop(build, size)
+            outcome = await off_loop(storable, size)
         except asyncio.CancelledError:
             # The request is being cancelled: its outcome is still recorded, inline.
-            self._submit(job, build())
+            self.writer.submit(storable())
             raise
-        self._submit(job, outcome)
+        self.writer.submit(outcome)
 
     def _calls(self, calls: Sequence[CallAttempt]) -> list[dict[str, Any]] | None:
         """Upstream calls as stored: provider and model names only, nothing the caller wrote
@@ -455,8 +449,10 @@ class AuditTrail:
         latency_ms: float,
         calls: Sequence[CallAttempt] = (),
         output_attempts: Sequence[Attempt] = (),
+        reason: str | None = None,
     ) -> None:
-        """Called while the request task is being cancelled: it must not await.
+        """Called while the request task is being cancelled: it must not await. `reason` is
+        the error type recorded (default: the client disconnected).
 
         Redaction here is inline, but bounded: only a prefix of each attempt is ever scanned.
         """
@@ -467,7 +463,7 @@ class AuditTrail:
                 id=job.id,
                 status="cancelled",
                 completed_at=_now(),
-                error_type="client_disconnected",
+                error_type=reason or "client_disconnected",
                 latency_ms=latency_ms,
                 redaction_map={**job.prompt_tokens, **attempt_tokens},
                 attempts=self._calls(calls),

@@ -133,7 +133,8 @@ class Authenticator:
         return info
 
     async def create_first_admin_key(self) -> ApiKeyCreated | None:
-        """On a key store that never had a key, make one admin key (the caller shows it once)."""
+        """On a key store that never had a key, make one admin key (handed over once by
+        app/auth/first_key.py)."""
         if self.disabled or not await self.repository.is_empty():
             return None
         return await self.create(scope=Scope.admin, name="first-admin")

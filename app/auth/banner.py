@@ -1,7 +1,8 @@
 """What an operator must see on the console at start: a new first key, or that auth is off.
 
-Written straight to stderr, not through the logger: a key must not travel into log storage,
-and these lines must stand out from the JSON log stream.
+Written straight to stderr, not through the logger, so these lines stand out from the log
+lines. The key is written here only when stderr is an operator's terminal (app/auth/first_key.py
+decides); anywhere else stderr is the log stream and the key goes to a private file instead.
 """
 
 from __future__ import annotations

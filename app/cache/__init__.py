@@ -3,6 +3,10 @@
 Opt-in per pattern (front-matter `cache: true`) or per request (`"cache": true`; `false`
 bypasses). In-memory LRU with a TTL by default; Redis, sealed at rest, with GENAI_REDIS_URL.
 The cache never fails a completion: down, slow or corrupt means a miss.
+
+Entries belong to the API key that stored them (GENAI_CACHE__SCOPE=key, the default): an entry
+shared by every key would tell any caller, by a fast answer or `cache: hit`, that another sent
+the same prompt. `shared` is an explicit opt-in for a deployment whose keys are one tenant.
 """
 
 from app.cache.answer import CachedAnswer

@@ -19,7 +19,8 @@ class CachedAnswer(BaseModel):
     """One upstream answer, kept so an identical request needs no provider call.
 
     `provider` and `model` are the ones that answered (a fallback may have); `usage` and
-    `cost_usd` are what the original call took, not what the hit costs (nothing).
+    `cost_usd` are what the original call took, not what the hit costs (nothing). `stored_at`
+    is when it was stored: an answer older than the TTL is never served (see `outlived`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -35,6 +36,13 @@ class CachedAnswer(BaseModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     reasoning: list[ReasoningBlock] = Field(default_factory=list)
     stored_at: dt.datetime = Field(default_factory=lambda: dt.datetime.now(dt.UTC))
+
+
+def outlived(answer: CachedAnswer, ttl_seconds: float, now: dt.datetime) -> bool:
+    """Stored longer ago than the TTL. Redis drops an entry when its TTL ends, so one still
+    there was kept on purpose (PERSIST by anyone who can write to Redis) or stored under a
+    longer TTL than is configured now: either way it must not answer."""
+    return now - answer.stored_at > dt.timedelta(seconds=ttl_seconds)
 
 
 def encode_answer(answer: CachedAnswer) -> bytes:

@@ -44,7 +44,7 @@ def cache_key(
             None if output_schema is None else sha256_hex(canonical_json(output_schema).encode())
         ),
     }
-    if partition is not None:  # GENAI_CACHE__SCOPE=key: the caller's own entries
+    if partition is not None:  # GENAI_CACHE__SCOPE=key (the default): the caller's own entries
         material["partition"] = partition
     digest = sha256_hex(canonical_json(material).encode()).removeprefix("sha256:")
     return CACHE_KEY_PREFIX + digest

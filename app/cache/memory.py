@@ -47,6 +47,8 @@ class MemoryCache:
 
     async def get(self, key: str) -> CachedAnswer | None:
         entry = self._entries.get(key)
+        # The stored age checked against the TTL: the expiry was set from it when stored, on a
+        # monotonic clock, and nothing outside this process can move it (unlike a Redis TTL).
         if entry is None or entry[0] <= self._clock():
             if entry is not None:
                 self._drop(key)

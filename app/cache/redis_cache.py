@@ -4,11 +4,15 @@ Every command runs under a short timeout (GENAI_CACHE__REDIS_TIMEOUT_SECONDS). A
 as a miss and pauses Redis use for a few seconds, so while Redis is down or stalled requests go
 straight upstream instead of each paying the timeout first; the first failure logs one warning
 and the recovery one line, rather than a warning per request.
+
+Redis's own expiry is not trusted to end an entry: anyone who can write to Redis can remove it
+(PERSIST). Each read checks the entry's sealed storage time against the configured TTL too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
@@ -19,7 +23,13 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
-from app.cache.answer import CachedAnswer, UnreadableEntry, decode_answer, encode_answer
+from app.cache.answer import (
+    CachedAnswer,
+    UnreadableEntry,
+    decode_answer,
+    encode_answer,
+    outlived,
+)
 from app.cache.base import CacheBackend
 from app.cache.seal import AnswerSealer
 from app.errors import ConfigurationError
@@ -33,6 +43,10 @@ PAUSE_AFTER_FAILURE_SECONDS = 5.0
 _SCHEMES = frozenset({"redis", "rediss", "unix"})
 
 
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
 class RedisCache:
     def __init__(
         self,
@@ -44,14 +58,17 @@ class RedisCache:
         metrics: Metrics,
         pause_after_failure_seconds: float = PAUSE_AFTER_FAILURE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        now: Callable[[], dt.datetime] = _utc_now,
     ) -> None:
         self._client = client
         self._sealer = sealer
+        self._ttl_seconds = ttl_seconds
         self._ttl_ms = max(1, round(ttl_seconds * 1000))
         self._timeout = timeout_seconds
         self._metrics = metrics
         self._pause = pause_after_failure_seconds
-        self._clock = clock
+        self._clock = clock  # monotonic, for the pause
+        self._now = now  # wall clock, as the stored time of an entry is (replicas compare it)
         self._paused_until: float | None = None  # set while Redis is considered down
 
     @classmethod
@@ -63,9 +80,11 @@ class RedisCache:
         ttl_seconds: float,
         timeout_seconds: float,
         metrics: Metrics,
+        now: Callable[[], dt.datetime] = _utc_now,
     ) -> RedisCache:
         """A client that connects lazily (a Redis down at start delays nothing) and never
-        retries by itself: the cache's own timeout and pause are the only policy."""
+        retries by itself: the cache's own timeout and pause are the only policy. `now` is the
+        wall clock entries' ages are measured by."""
         # Checked here rather than read from redis-py's message; the URL is never echoed, since
         # it may hold a password.
         if urlsplit(url).scheme not in _SCHEMES:
@@ -92,6 +111,7 @@ class RedisCache:
             ttl_seconds=ttl_seconds,
             timeout_seconds=timeout_seconds,
             metrics=metrics,
+            now=now,
         )
 
     @property
@@ -121,8 +141,25 @@ class RedisCache:
             log.warning("cache_entry_unreadable", cache="redis", reason=str(exc))
             self._metrics.cache_requests.labels("error").inc()
             return None
+        if self._outlived(answer):
+            self._metrics.cache_requests.labels("miss").inc()
+            return None
         self._metrics.cache_requests.labels("hit").inc()
         return answer
+
+    def _outlived(self, answer: CachedAnswer) -> bool:
+        """Stored before the TTL began; the warning says someone kept it alive. It is left for
+        the next store of the same request to overwrite."""
+        now = self._now()
+        if not outlived(answer, self._ttl_seconds, now):
+            return False
+        log.warning(
+            "cache_entry_outlived_ttl",
+            cache="redis",
+            age_seconds=round((now - answer.stored_at).total_seconds()),
+            ttl_seconds=self._ttl_seconds,
+        )
+        return True
 
     async def put(self, key: str, answer: CachedAnswer) -> None:
         if self._paused():

@@ -3,7 +3,9 @@
 The audit trail keeps only redacted text, but a cached answer is the raw response: sealed, a
 dump or snapshot of the shared Redis reveals nothing. The key is derived (HKDF) from the data key
 (GENAI_DATA_KEY), so it never equals the replay vault's key, and replicas that share the data key
-read each other's entries.
+read each other's entries. The answer's `stored_at` is sealed with it, so whoever can write to
+Redis cannot make an entry look younger than it is: its age against the TTL is checked on every
+read, and Redis's own expiry (which PERSIST removes) is not relied on.
 """
 
 from __future__ import annotations

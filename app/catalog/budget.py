@@ -1,11 +1,15 @@
 """Render budgets: a deadline and a size limit, checked cooperatively by the sandbox's hooks.
 
 The renderer (`app/catalog/renderer.py`) sets a `RenderBudget` for the thread running one job;
-the sandbox (`app/catalog/engine.py`) calls `tick()` from its hooks and asks the `check_*`
-functions here before an operation that could allocate more than the budget allows. Every check
-runs *before* the expensive operation: `'a' * 10**9` is refused from the operands' sizes, never
-computed and measured afterwards. Outside a renderer job (tests, compile-time folding) the size
-limit still applies, with no deadline.
+the sandbox (`app/catalog/engine.py`) calls `tick()` from its hooks and asks the estimates
+(`app/catalog/estimates.py`) before an operation that could allocate more than the budget
+allows. Every check runs *before* the expensive operation: `'a' * 10**9` is refused from the
+operands' sizes, never computed and measured afterwards. Outside a renderer job (tests, pattern
+files loading) the size limit still applies, with no deadline.
+
+Each value is held to the size limit, and all the values one render builds, together, to its
+allowance (`ALLOWANCE_FACTOR` times the limit, counted from `apply_template`'s
+`render_allowance`), so what a render can hold at once is bounded however many values it keeps.
 
 Hooks raise `OverBudget`, which names the kind of `RenderLimitExceeded` but not the template;
 `apply_template` knows the name and turns it into the public error.
@@ -14,23 +18,27 @@ Hooks raise `OverBudget`, which names the kind of `RenderLimitExceeded` but not 
 from __future__ import annotations
 
 import contextlib
-import re
 import time
-from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from jinja2.utils import Namespace
+
 from app.errors import RenderLimitExceeded, RenderTimeout, RenderTooLarge
 
 DEFAULT_MAX_CHARS = 1_000_000
-# Integers past this many bits cannot even be printed (CPython refuses str() past 4300 digits),
-# and multiplying or raising them costs super-linear time in one uninterruptible C call.
-MAX_INT_BITS = 65_536
-# Jinja's own sandbox allows 100,000 items per range; loops over a range tick as they go.
-MAX_RANGE = 100_000
-_SIZED = (str, bytes, list, tuple)
 _CONTAINERS = (list, tuple, set, frozenset, Mapping, KeysView, ValuesView, ItemsView)
+# What `check_size` weighs (besides ints): containers, and `namespace()`, whose repr shows
+# every attribute.
+_WEIGHED = (*_CONTAINERS, Namespace)
+# `<jinja2.utils.Cycler object at 0x7f…>`: the default repr of the runtime's other objects.
+_OPAQUE_REPR = 64
+#: All the values one render builds, together, may reach this many times the size limit. Each
+#: is checked against the limit as it is built, but a template that keeps many (a thousand
+#: `{% set %}`s, or a recursive macro holding one per level) would otherwise hold them all.
+ALLOWANCE_FACTOR = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +49,14 @@ class RenderBudget:
 
 _UNTIMED = RenderBudget(deadline=None, max_chars=DEFAULT_MAX_CHARS)
 _current: ContextVar[RenderBudget] = ContextVar("render_budget", default=_UNTIMED)
+
+
+@dataclass(slots=True)
+class _Allowance:
+    built: int = 0  # characters of every value built so far (their printed size)
+
+
+_allowance: ContextVar[_Allowance | None] = ContextVar("render_allowance", default=None)
 
 
 class OverBudget(Exception):
@@ -62,6 +78,16 @@ def render_budget(budget: RenderBudget) -> Iterator[None]:
         _current.reset(token)
 
 
+@contextlib.contextmanager
+def render_allowance() -> Iterator[None]:
+    """Count every value one render builds against `ALLOWANCE_FACTOR` times the size limit."""
+    token = _allowance.set(_Allowance())
+    try:
+        yield
+    finally:
+        _allowance.reset(token)
+
+
 def tick() -> int:
     """Refuse to go on past the deadline; return the size limit for the caller's own checks."""
     budget = _current.get()
@@ -74,154 +100,106 @@ def too_large(what: str, size: int, limit: int) -> OverBudget:
     return OverBudget(RenderTooLarge, f"{what} would be {size:,} long, over the limit of {limit:,}")
 
 
-def weight(value: Any, limit: int) -> int:
+class Tally:
+    """What one growing operation (a format, a join, a mapped sequence) has made or is about to
+    make, counted against the size limit: `add` refuses the piece that would pass it, so a
+    result built from many pieces is stopped before it is joined."""
+
+    __slots__ = ("limit", "size", "what")
+
+    def __init__(self, what: str, size: int = 0) -> None:
+        self.what, self.limit, self.size = what, tick(), 0
+        self.add(size)
+
+    @property
+    def left(self) -> int:
+        return self.limit - self.size
+
+    def add(self, size: int) -> None:
+        self.size += size
+        if self.size > self.limit:
+            raise too_large(self.what, self.size, self.limit)
+
+
+def _namespace_attrs(value: Namespace) -> dict[str, Any]:
+    attrs: dict[str, Any] = getattr(value, "_Namespace__attrs")  # noqa: B009 (mangled name)
+    return attrs
+
+
+def weight(value: Any, limit: int, *, nested: bool = False) -> int:
     """About how long `str(value)` is, found without building it; counting stops past `limit`.
 
     A list holding the same 999,999-character string 1,000 times is short but prints a
     gigabyte: containers are weighed by what they hold, not by how many items they have.
+    `nested=True` counts each item once more per container around it: what `pprint` builds,
+    since it takes the repr of every container on the way down to decide where lines break.
     """
-    total, pending = 0, [value]
+    total, pending = 0, [(value, 1)]
     while pending and total <= limit:
-        item = pending.pop()
+        item, times = pending.pop()
+        inner = times + 1 if nested else 1
         if isinstance(item, str | bytes):
-            total += len(item) + 2
+            total += (len(item) + 2) * times
+        elif isinstance(item, bool) or item is None:
+            total += 5 * times
         elif isinstance(item, int):
-            total += item.bit_length() // 3 + 1
-        elif isinstance(item, _CONTAINERS):
-            total += 2 + 2 * len(item)
+            total += (item.bit_length() // 3 + 1) * times
+        elif isinstance(item, float):
+            total += len(repr(item)) * times
+        elif isinstance(item, Mapping):
+            total += (2 + 4 * len(item)) * times  # braces; ": " and ", " per item
             if total <= limit:
-                pending.extend(item.items() if isinstance(item, Mapping) else item)
+                pending.extend((part, inner) for pair in item.items() for part in pair)
+        elif isinstance(item, _CONTAINERS):
+            total += (2 + 2 * len(item)) * times
+            if total <= limit:
+                pending.extend((child, inner) for child in item)
+        elif isinstance(item, Namespace):
+            total += len("<Namespace >") * times
+            pending.append((_namespace_attrs(item), times))
         else:
-            total += 1
+            total += _OPAQUE_REPR * times
     return total
+
+
+def size_of(value: Any, limit: int) -> int:
+    """The length of a string, or the printed length of anything else (counting stops past
+    `limit`)."""
+    return len(value) if isinstance(value, str | bytes) else weight(value, limit)
 
 
 def check_size(value: Any, what: str = "a value") -> Any:
     """Pass `value` through, refusing a string, or a container that prints, over the limit."""
-    if isinstance(value, str | bytes):
-        limit = _current.get().max_chars
-        if len(value) > limit:
-            raise too_large(what, len(value), limit)
-    elif isinstance(value, _CONTAINERS):
-        limit = _current.get().max_chars
-        size = weight(value, limit)
-        if size > limit:
-            raise too_large(what, size, limit)
+    _check_size(value, what)
     return value
 
 
-def _size(value: Any, limit: int) -> int:
-    return len(value) if isinstance(value, str | bytes) else weight(value, limit)
+def check_built(value: Any, what: str = "a value") -> Any:
+    """`check_size` for a value the render has just built: it also counts against the render's
+    allowance (`render_allowance`)."""
+    count_built(_check_size(value, what))
+    return value
 
 
-def _total_size(values: Iterable[Any], limit: int) -> int:
-    total = 0
-    for value in values:
-        total += _size(value, limit - total)
-        if total > limit:
-            break
-    return total
-
-
-def check_binop(operator: str, left: Any, right: Any) -> None:
-    """Refuse `left <operator> right` when its result would be over budget (from sizes alone)."""
-    limit = tick()
-    if operator == "**":
-        _check_pow(left, right)
-    elif operator == "*":
-        _check_mul(left, right, limit)
-    elif operator == "+":
-        if isinstance(left, _SIZED) and isinstance(right, _SIZED):
-            size = _size(left, limit) + _size(right, limit)
-            if size > limit:
-                raise too_large("the sum", size, limit)
-    elif operator == "%" and isinstance(left, str):
-        check_percent_format(left, right, limit)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int)  # bool included: True * 'x' is 'x'
-
-
-def _check_pow(base: Any, exponent: Any) -> None:
-    if _is_int(base) and _is_int(exponent) and exponent > 0 and abs(base) > 1:
-        bits = abs(base).bit_length() * exponent
-        if bits > MAX_INT_BITS:
-            raise OverBudget(RenderTooLarge, f"{base} ** {exponent} would have about {bits:,} bits")
-
-
-def _check_mul(left: Any, right: Any, limit: int) -> None:
-    if _is_int(left) and _is_int(right):
-        bits = abs(left).bit_length() + abs(right).bit_length()
-        if bits > MAX_INT_BITS:
-            raise OverBudget(RenderTooLarge, f"a product would have about {bits:,} bits")
+def count_built(size: int) -> None:
+    """Add `size` characters to what the current render has built; refuse past its allowance."""
+    allowance = _allowance.get()
+    if allowance is None:
         return
-    for sequence, count in ((left, right), (right, left)):
-        if isinstance(sequence, _SIZED) and _is_int(count) and count > 0:
-            size = _size(sequence, limit) * count
-            if size > limit:
-                raise too_large("the repetition", size, limit)
+    allowance.built += size
+    limit = _current.get().max_chars * ALLOWANCE_FACTOR
+    if allowance.built > limit:
+        raise too_large("everything this render has built", allowance.built, limit)
 
 
-# printf-style conversions: %[(key)][flags][width][.precision][length]type
-_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?(.)", re.S)
-
-
-def check_percent_format(template: str, args: Any, limit: int) -> None:
-    """Estimate the length of `template % args` (widths, precisions, argument lengths)."""
-    values = list(args.values()) if isinstance(args, Mapping) else args
-    values = list(values) if isinstance(values, tuple | list) else [values]
-    star = max((v for v in values if _is_int(v)), default=0)
-    size = len(template) + _total_size(values, limit)
-    for width, precision, _ in _PERCENT_SPEC.findall(template):
-        for number in (width, precision):
-            if number:
-                size += star if number == "*" else int(number)
+def _check_size(value: Any, what: str) -> int:
+    if isinstance(value, str | bytes):
+        size = len(value)
+    elif isinstance(value, (*_WEIGHED, int)):  # an int parsed from long hex text is long too
+        size = weight(value, _current.get().max_chars)
+    else:
+        return 0
+    limit = _current.get().max_chars
     if size > limit:
-        raise too_large("the formatted string", size, limit)
-
-
-_NUMBERS = re.compile(r"\d+")
-
-
-def check_format_spec(spec: str, budget: list[int]) -> None:
-    """One `{:spec}` field of str.format: widths and precisions count against `budget[0]`."""
-    for number in _NUMBERS.findall(spec):
-        budget[0] -= int(number)
-        if budget[0] < 0:
-            limit = _current.get().max_chars
-            raise too_large("the formatted string", limit - budget[0], limit)
-
-
-def check_str_method(method: str, text: str | bytes, args: tuple[Any, ...]) -> None:
-    """Refuse a str/bytes method call whose result would be over budget, before it runs."""
-    limit = tick()
-    size = len(text)
-    if method in {"center", "ljust", "rjust", "zfill"} and args and _is_int(args[0]):
-        size = max(size, args[0])
-    elif method == "expandtabs":
-        tab = args[0] if args and _is_int(args[0]) else 8
-        tabs = text.count("\t") if isinstance(text, str) else text.count(b"\t")
-        size += tabs * max(tab, 0)
-    elif method == "replace" and len(args) >= 2:
-        old, new = args[0], args[1]
-        if isinstance(old, str | bytes) and isinstance(new, str | bytes):
-            hits = text.count(old) if old else size + 1  # type: ignore[arg-type]
-            if len(args) > 2 and _is_int(args[2]) and args[2] >= 0:
-                hits = min(hits, args[2])
-            size += hits * len(new)
-    elif method == "join" and args and isinstance(args[0], list | tuple):
-        items = args[0]
-        size *= max(len(items) - 1, 0)
-        size += _total_size(items, limit)
-    elif method == "translate" and args and isinstance(args[0], Mapping):
-        longest = max((len(v) for v in args[0].values() if isinstance(v, str | bytes)), default=1)
-        size *= max(longest, 1)
-    if size > limit:
-        raise too_large(f"the result of .{method}()", size, limit)
-
-
-#: str and bytes methods whose result can be much longer than their inputs.
-GROWING_METHODS = frozenset(
-    {"center", "ljust", "rjust", "zfill", "expandtabs", "replace", "join", "translate"}
-)
+        raise too_large(what, size, limit)
+    return size

@@ -2,7 +2,8 @@
 
 The environment is bounded (`app/catalog/sandbox.py`): values cannot outgrow the render budget
 and hooks check its deadline. `apply_template` consumes the output piece by piece and stops at
-the size limit. Run both functions through `TemplateRenderer` (`app/catalog/renderer.py`) to get
+the size limit, and counts every value the render builds against its allowance (a multiple of
+that limit). Run both functions through `TemplateRenderer` (`app/catalog/renderer.py`) to get
 the wall-clock limit; called directly they are size-bounded but untimed.
 """
 
@@ -11,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Generator, Mapping
 from typing import Any, cast
 
-from jinja2 import StrictUndefined, Template, TemplateSyntaxError, UndefinedError, meta
+from jinja2 import StrictUndefined, Template, TemplateSyntaxError, UndefinedError
 from jinja2.exceptions import SecurityError
 
-from app.catalog.budget import OverBudget, tick, too_large
+from app.catalog.budget import OverBudget, render_allowance, tick, too_large
 from app.catalog.contract import require_supplied
-from app.catalog.sandbox import BoundedSandbox
+from app.catalog.sandbox import BoundedSandbox, undeclared_variables
 from app.errors import (
     InvalidPattern,
     PatternRenderError,
@@ -46,7 +47,7 @@ def compile_template(name: str, source: str) -> tuple[Template, frozenset[str]]:
         raise RenderTooDeep(name, "the template nests too deeply to compile") from None
     except OverBudget as exc:  # the compile itself ran past the deadline
         raise exc.kind(name, exc.problem) from None
-    return template, frozenset(meta.find_undeclared_variables(parsed))
+    return template, undeclared_variables(_ENV, parsed)
 
 
 def apply_template(
@@ -60,12 +61,13 @@ def apply_template(
     pieces = cast(Generator[str, None, None], template.generate(**variables))
     try:
         limit, size, output = tick(), 0, []
-        for piece in pieces:
-            size += len(piece)
-            if size > limit:
-                raise too_large("the output", size, limit)
-            tick()
-            output.append(piece)
+        with render_allowance():
+            for piece in pieces:
+                size += len(piece)
+                if size > limit:
+                    raise too_large("the output", size, limit)
+                tick()
+                output.append(piece)
         return "".join(output)
     except OverBudget as exc:
         raise exc.kind(name, exc.problem) from None

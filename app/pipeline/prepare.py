@@ -15,6 +15,7 @@ import structlog
 from app.catalog.resolver import SourceResolver
 from app.catalog.source import RenderedSource
 from app.errors import InvalidConversation, MissingSnippets, Shortfall
+from app.offload import off_loop
 from app.prompts.assembler import InstructionContext, PromptAssembler, TaskInstructions
 from app.providers.base import ProviderDescriptor
 from app.routing.capabilities import (
@@ -155,16 +156,16 @@ class PromptPreparer:
         structlog.contextvars.bind_contextvars(
             pattern=source.provenance_name, provider=choice.provider, model=choice.name
         )
-        return self._for_choice(request, source, snippets, choice)
+        return await off_loop(lambda: self._for_choice(request, source, snippets, choice))
 
-    def retarget(self, prepared: Prepared, model: str, reason: str) -> Prepared | None:
+    async def retarget(self, prepared: Prepared, model: str, reason: str) -> Prepared | None:
         """The same request assembled for a fallback model; None when that model lacks a
         capability the request needs (it is skipped, never sent a prompt it cannot serve)."""
         choice = self._policy.choice(model, "fallback", reason)  # endpoints are known to it
         request, source, snippets = prepared.request, prepared.source, prepared.snippets
         if self._shortfalls(request, source, snippets)(choice):
             return None
-        return self._for_choice(request, source, snippets, choice)
+        return await off_loop(lambda: self._for_choice(request, source, snippets, choice))
 
     def fallback_chain(self, prepared: Prepared) -> tuple[str, ...]:
         """The models to try after the chosen one: the pattern's own chain, else the config's

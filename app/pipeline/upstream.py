@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -24,6 +24,7 @@ from typing import TypeVar
 import structlog
 
 from app.errors import (
+    AnswerTooLarge,
     DeadlineExceeded,
     GenAIError,
     InvalidModel,
@@ -39,7 +40,14 @@ from app.pipeline.prepare import Prepared, PromptPreparer
 from app.prompts.repair import Answer, RepairLoop
 from app.prompts.structured import Attempt
 from app.providers import ProviderCall, ProviderRegistry, ProviderReply
-from app.providers.base import NativeOutput, StreamEvent
+from app.providers.base import (
+    DEFAULT_MAX_ANSWER_BYTES,
+    NativeOutput,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+)
 from app.providers.retry import RetryPolicy
 from app.schemas import CallAttempt, Message, ResponseFormat
 from app.tracing import AttributeValue, Span, begin_span, span
@@ -100,6 +108,17 @@ class Deadline:
 def _loop_time(monotonic_at: float) -> float:
     """A `time.monotonic()` instant on the running loop's clock (they may differ)."""
     return asyncio.get_running_loop().time() + (monotonic_at - time.monotonic())
+
+
+def _event_size(event: StreamEvent) -> int:
+    """The bytes a stream event adds to the answer (the final reply repeats them: none)."""
+    if isinstance(event, TextDelta):
+        return len(event.text.encode("utf-8", "surrogatepass"))
+    if isinstance(event, ToolCallDelta):
+        return len(event.arguments) + len(event.name or "") + len(event.id or "")
+    if isinstance(event, ReasoningDelta):
+        return len(event.text) + len(event.signature) + len(event.redacted or "")
+    return 0
 
 
 def _elapsed_ms(since: float) -> float:
@@ -167,7 +186,7 @@ class UpstreamRun:
     def provider(self) -> str:
         return (self.current or self.prepared).choice.provider
 
-    def candidates(self) -> Iterator[Prepared]:
+    async def candidates(self) -> AsyncIterator[Prepared]:
         """The chosen model, then each fallback that can serve the request: its provider is
         configured and it has the capabilities (assembled only once it is reached)."""
         first = self.prepared
@@ -178,7 +197,7 @@ class UpstreamRun:
                 continue
             reason = f"{first.choice.model} failed; {model} is next in its fallback chain"
             try:
-                prepared = self.upstream.preparer.retarget(first, model, reason)
+                prepared = await self.upstream.preparer.retarget(first, model, reason)
             except InvalidModel:  # a pattern's own chain is checked by `patterns validate`
                 log.warning("fallback_model_invalid", model=model)
                 continue
@@ -189,7 +208,7 @@ class UpstreamRun:
         """The first model of the chain that answers; the last failure if none does."""
         failure: GenAIError | None = None
         async with self.deadline.guard():
-            for prepared in self.candidates():
+            async for prepared in self.candidates():
                 self._count_fallback(prepared)
                 self.current = prepared
                 loop = self.upstream.repair_loop(prepared)
@@ -213,7 +232,7 @@ class UpstreamRun:
         """Start a stream on the first model of the chain that sends its first event in time."""
         failure: GenAIError | None = None
         async with self.deadline.guard():
-            for prepared in self.candidates():
+            async for prepared in self.candidates():
                 self._count_fallback(prepared)
                 self.current = prepared
                 try:
@@ -285,8 +304,11 @@ class UpstreamRun:
             raise
 
         async def rest() -> AsyncGenerator[StreamEvent, None]:
-            """The events after the first, each within the idle timeout; recorded at the end."""
+            """The events after the first, each within the idle timeout and, together, under
+            the answer cap; recorded at the end."""
             finished = isinstance(first, ProviderReply)
+            received = _event_size(first)
+            limit = self.upstream.max_answer_bytes
             try:
                 while True:
                     try:
@@ -300,6 +322,9 @@ class UpstreamRun:
                             f"{timeouts.idle_seconds:g} s (GENAI_UPSTREAM__IDLE_SECONDS)",
                             provider=prepared.choice.provider,
                         ) from None
+                    received += _event_size(event)
+                    if received > limit:
+                        raise AnswerTooLarge(prepared.choice.provider, limit=limit)
                     if isinstance(event, ProviderReply):
                         # Recorded before it is handed on: the reader stops at the answer.
                         finished = True
@@ -390,6 +415,7 @@ class Upstream:
         structured_max_attempts: int,
         slot: ProviderSlot | None = None,
         metrics: Metrics | None = None,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self.preparer = preparer
         self.providers = providers
@@ -397,6 +423,7 @@ class Upstream:
         self.structured_max_attempts = structured_max_attempts
         self.slot: ProviderSlot = slot or _no_limit
         self.metrics = metrics  # counts the fallbacks taken
+        self.max_answer_bytes = max_answer_bytes  # what one stream may send, all pieces together
 
     def run(self, prepared: Prepared, deadline: Deadline) -> UpstreamRun:
         return UpstreamRun(self, prepared, deadline)

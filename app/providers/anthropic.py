@@ -23,7 +23,9 @@ from app.config import Settings
 from app.dialects import anthropic as dialect
 from app.errors import ProviderError
 from app.providers.base import (
+    DEFAULT_MAX_ANSWER_BYTES,
     PLACEHOLDER_KEY,
+    UNREAD_BODY,
     Provider,
     ProviderCall,
     ProviderDescriptor,
@@ -35,6 +37,7 @@ from app.providers.base import (
     ToolCallDelta,
     error_for_status,
     normalize_finish_reason,
+    read_capped,
     read_event,
     read_reply,
     safe_detail,
@@ -285,7 +288,11 @@ class AnthropicProvider:
     name = "anthropic"
 
     def __init__(
-        self, client: anthropic.AsyncAnthropic, *, default_max_tokens: int | None = None
+        self,
+        client: anthropic.AsyncAnthropic,
+        *,
+        default_max_tokens: int | None = None,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         import anthropic
         import httpx2
@@ -296,6 +303,7 @@ class AnthropicProvider:
         self._events = anthropic.AsyncStream[object]
         self._client = client
         self._default_max_tokens = default_max_tokens or _FALLBACK_MAX_TOKENS
+        self._max_answer_bytes = max_answer_bytes
 
     def request_kwargs(self, call: ProviderCall) -> dict[str, Any]:
         """The Messages API body: the system prompt is top-level, `max_tokens` is mandatory."""
@@ -340,9 +348,16 @@ class AnthropicProvider:
     async def complete(self, call: ProviderCall) -> ProviderReply:
         with translate_sdk_errors(self.name, self._sdk):
             response = await self._client.post(
-                _PATH, cast_to=self._raw, body=self.request_kwargs(call)
+                _PATH,
+                cast_to=self._raw,
+                body=self.request_kwargs(call),
+                options={"headers": UNREAD_BODY},
             )
-        message = read_reply(self.name, _Message, response.content)
+            request_id = response.headers.get("request-id")
+            body = await read_capped(
+                self.name, response, self._max_answer_bytes, request_id=request_id
+            )
+        message = read_reply(self.name, _Message, body)
         forced = _forced_tool(call)
         text = "".join(block.text for block in message.content if block.type == "text")
         payload = None
@@ -354,12 +369,12 @@ class AnthropicProvider:
                 payload = _unwrap(forced, block.input)
                 text = json.dumps(payload, ensure_ascii=False)
             else:
-                calls.append(self._call(block, response.headers.get("request-id")))
+                calls.append(self._call(block, request_id))
         return ProviderReply(
             text=text,
             finish_reason=_finish(message.stop_reason, payload is not None),
             usage=message.usage.normalized(),
-            upstream_request_id=response.headers.get("request-id"),
+            upstream_request_id=request_id,
             payload=payload,
             tool_calls=tuple(calls),
             reasoning=tuple(
@@ -492,7 +507,11 @@ def _build(settings: Settings) -> Provider | None:
         ),
         max_retries=0,
     )
-    return AnthropicProvider(client, default_max_tokens=settings.default_max_tokens)
+    return AnthropicProvider(
+        client,
+        default_max_tokens=settings.default_max_tokens,
+        max_answer_bytes=settings.upstream.max_answer_bytes,
+    )
 
 
 DESCRIPTOR = ProviderDescriptor(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import json
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from app.config import Settings
 from app.errors import (
+    AnswerTooLarge,
     ProviderError,
     StreamInterrupted,
     UpstreamAuthFailed,
@@ -143,6 +145,40 @@ class ToolCallAssembly:
 
 
 ALL_PARAMS = frozenset(ModelParams.model_fields)
+# The openai and anthropic SDKs hand over a response unread when a request carries this header,
+# so a body can be read as it arrives and cut off at the answer cap (`read_capped`).
+UNREAD_BODY = {"X-Stainless-Raw-Response": "stream"}
+DEFAULT_MAX_ANSWER_BYTES = 8 * 1024 * 1024
+
+
+async def read_capped(
+    provider: str, response: Any, limit: int, *, request_id: str | None = None
+) -> bytes:
+    """A response body read as it arrives, and closed; past `limit` bytes the read stops with
+    AnswerTooLarge instead of holding the rest in memory."""
+    import httpx
+    import httpx2  # the openai and anthropic SDKs' transport; Ollama's is httpx
+
+    size, chunks = 0, []
+    try:
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > limit:
+                raise AnswerTooLarge(provider, limit=limit, upstream_request_id=request_id)
+            chunks.append(chunk)
+    except (httpx.TimeoutException, httpx2.TimeoutException):
+        raise UpstreamTimeout(
+            f"{provider} went silent while sending its answer",
+            provider=provider,
+            upstream_request_id=request_id,
+        ) from None
+    except (httpx.TransportError, httpx2.TransportError):
+        raise connection_lost(provider, started=False, request_id=request_id) from None
+    finally:
+        await response.aclose()
+    return b"".join(chunks)
+
+
 # A compatible server reached through a base URL often needs no key; the SDKs insist on one.
 PLACEHOLDER_KEY = "not-needed"
 ReplyT = TypeVar("ReplyT", bound=BaseModel)
@@ -315,11 +351,21 @@ def translate_sdk_errors(provider: str, sdk: ModuleType) -> Iterator[None]:
 
 
 def read_reply(provider: str, shape: type[ReplyT], body: bytes) -> ReplyT:
-    """Parse and check an upstream body in one pass; an unreadable one is the provider's fault."""
+    """Parse and check an upstream body in one pass; an unreadable one is the provider's fault.
+
+    The fast parser refuses an escaped lone surrogate (`"\\ud800"`), which the standard library
+    and the SDKs accept: such a body is read again by `json` (streams already are, by the SDKs),
+    and the texts keep the surrogate, escaped where it is stored and sent."""
     try:
         return shape.model_validate_json(body)
     except ValidationError as exc:
-        raise _unexpected(provider, exc) from None
+        if exc.errors(include_url=False)[0]["type"] != "json_invalid":
+            raise _unexpected(provider, exc) from None
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError):
+            raise _unexpected(provider, exc) from None
+        return read_event(provider, shape, data)
 
 
 def read_event(provider: str, shape: type[ReplyT], data: object) -> ReplyT:

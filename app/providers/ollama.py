@@ -1,16 +1,15 @@
 """Ollama through `ollama.AsyncClient`; params travel in `options` under Ollama's names.
 
-The body is sent through the client's `_request` (what its own `chat` calls) as the JSON the
-gateway built, not through `chat`'s request models: those keep only a few JSON-schema keywords of
-a tool's parameters, and they read an image string that names an existing path as a file to
-upload. The SDK still owns the connection, the NDJSON stream and its response models.
+The body is the JSON the gateway built, not `chat`'s request models: those keep only a few
+JSON-schema keywords of a tool's parameters, and they read an image string that names an existing
+path as a file to upload. A stream goes through the client's `_request` (what `chat` calls); a
+whole answer through its httpx client, read as it arrives under the answer cap (`_request` would
+read it whole first). The SDK still owns the connection, the NDJSON stream and its models.
 
 The SDK's `ResponseError` keeps the status but drops the headers, and with them a 429's
 `Retry-After`; so the client built here carries an httpx response hook that raises our error,
-headers read, before the SDK sees the answer. An adapter given a plain client still maps
-`ResponseError` by status (without Retry-After).
-
-Usage: `prompt_eval_count` in, `eval_count` out; Ollama reports no cached or reasoning tokens.
+headers read, before the SDK sees the answer (a stream given a plain client still maps
+`ResponseError` by status, without Retry-After).
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from app.config import Settings
 from app.dialects import ollama as dialect
 from app.errors import ProviderError, UpstreamError, UpstreamTimeout
 from app.providers.base import (
+    DEFAULT_MAX_ANSWER_BYTES,
     Provider,
     ProviderCall,
     ProviderDescriptor,
@@ -39,6 +39,8 @@ from app.providers.base import (
     error_for_status,
     new_call_id,
     normalize_finish_reason,
+    read_capped,
+    read_reply,
     safe_detail,
     stream_cut,
     stream_stalled,
@@ -110,14 +112,24 @@ def _usage(result: ollama.ChatResponse) -> Usage:
 class OllamaProvider:
     name = NAME
 
-    def __init__(self, client: ollama.AsyncClient) -> None:
+    def __init__(
+        self, client: ollama.AsyncClient, *, max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
+    ) -> None:
         self._client = client
+        self._max_answer_bytes = max_answer_bytes
 
     @classmethod
-    def connect(cls, host: str | None, *, timeout: httpx.Timeout | float) -> OllamaProvider:
+    def connect(
+        cls,
+        host: str | None,
+        *,
+        timeout: httpx.Timeout | float,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+    ) -> OllamaProvider:
         """The adapter with a client whose error answers keep their headers (Retry-After)."""
         hooks = {"response": [raise_for_status]}
-        return cls(ollama.AsyncClient(host=host, timeout=timeout, event_hooks=hooks))
+        client = ollama.AsyncClient(host=host, timeout=timeout, event_hooks=hooks)
+        return cls(client, max_answer_bytes=max_answer_bytes)
 
     @staticmethod
     def request_kwargs(call: ProviderCall) -> dict[str, Any]:
@@ -140,22 +152,18 @@ class OllamaProvider:
         return body
 
     async def complete(self, call: ProviderCall) -> ProviderReply:
+        """The body is read as it arrives, under the answer cap, through the SDK's own httpx
+        client (its `_request` would read it whole first)."""
+        http: httpx.AsyncClient = self._client._client
         try:
-            result = await self._client._request(
-                ollama.ChatResponse, "POST", _PATH, json=self.request_kwargs(call)
-            )
-        except ollama.ResponseError as exc:
-            raise error_for_status(
-                self.name, exc.status_code, detail=safe_detail(exc.error)
-            ) from None
+            async with http.stream("POST", _PATH, json=self.request_kwargs(call)) as response:
+                await raise_for_status(response)  # a plain client's error (the hook raised first)
+                body = await read_capped(self.name, response, self._max_answer_bytes)
         except httpx.TimeoutException:
             raise UpstreamTimeout("ollama did not answer in time", provider=self.name) from None
         except (ConnectionError, httpx.TransportError):
             raise _unreachable() from None
-        except ValueError:  # a body that is not JSON, or not a chat response
-            raise ProviderError(
-                "ollama answered unexpectedly: the body is not a chat response", provider=self.name
-            ) from None
+        result = read_reply(self.name, ollama.ChatResponse, body)
         calls = _calls(result.message)
         return ProviderReply(
             text=result.message.content or "",
@@ -250,7 +258,9 @@ def _build(settings: Settings) -> Provider:
     """Ollama needs no key: it is always configured (default host: the local daemon)."""
     upstream = settings.upstream
     timeout = httpx.Timeout(upstream.timeout_seconds, connect=upstream.connect_timeout_seconds)
-    return OllamaProvider.connect(settings.ollama.host, timeout=timeout)
+    return OllamaProvider.connect(
+        settings.ollama.host, timeout=timeout, max_answer_bytes=upstream.max_answer_bytes
+    )
 
 
 DESCRIPTOR = ProviderDescriptor(

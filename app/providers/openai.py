@@ -24,7 +24,9 @@ from app.dialects import openai as dialect
 from app.errors import ProviderError, UpstreamError
 from app.providers.base import (
     ALL_PARAMS,
+    DEFAULT_MAX_ANSWER_BYTES,
     PLACEHOLDER_KEY,
+    UNREAD_BODY,
     Provider,
     ProviderCall,
     ProviderDescriptor,
@@ -35,6 +37,7 @@ from app.providers.base import (
     ToolCallDelta,
     new_call_id,
     normalize_finish_reason,
+    read_capped,
     read_event,
     read_reply,
     stream_cut,
@@ -50,6 +53,8 @@ if TYPE_CHECKING:  # the SDK is imported when the provider is configured, not wi
 _PATH = "/chat/completions"
 # What `chat.completions.create` asks for: the API key as a bearer token, nothing else.
 _OPTIONS: RequestOptions = {"security": {"bearer_auth": True}}
+# The same, with the body handed over unread (so it is read under the answer cap).
+_UNREAD: RequestOptions = {**_OPTIONS, "headers": UNREAD_BODY}
 
 
 class _PromptDetails(BaseModel):
@@ -155,7 +160,13 @@ class _Chunk(BaseModel):
 class OpenAIProvider:
     name = "openai"
 
-    def __init__(self, client: openai.AsyncOpenAI, *, name: str = "openai") -> None:
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI,
+        *,
+        name: str = "openai",
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+    ) -> None:
         import httpx2
         import openai
 
@@ -165,6 +176,7 @@ class OpenAIProvider:
         # `object` as the chunk type makes the SDK hand over each decoded chunk untouched.
         self._chunks = openai.AsyncStream[object]
         self._client = client
+        self._max_answer_bytes = max_answer_bytes
 
     @staticmethod
     def request_kwargs(call: ProviderCall) -> dict[str, Any]:
@@ -183,9 +195,13 @@ class OpenAIProvider:
     async def complete(self, call: ProviderCall) -> ProviderReply:
         with translate_sdk_errors(self.name, self._sdk):
             response = await self._client.post(
-                _PATH, cast_to=self._raw, body=self.request_kwargs(call), options=_OPTIONS
+                _PATH, cast_to=self._raw, body=self.request_kwargs(call), options=_UNREAD
             )
-        result = read_reply(self.name, _ChatCompletion, response.content)
+            request_id = response.headers.get("x-request-id")
+            body = await read_capped(
+                self.name, response, self._max_answer_bytes, request_id=request_id
+            )
+        result = read_reply(self.name, _ChatCompletion, body)
         if not result.choices:
             raise UpstreamError(f"{self.name} returned no choices", provider=self.name)
         choice = result.choices[0]
@@ -195,7 +211,7 @@ class OpenAIProvider:
             text=message.content or message.refusal or "",
             finish_reason=normalize_finish_reason(choice.finish_reason),
             usage=result.usage.normalized() if result.usage else Usage(),
-            upstream_request_id=response.headers.get("x-request-id"),
+            upstream_request_id=request_id,
             tool_calls=message.calls(self.name),
         )
 
@@ -299,7 +315,7 @@ def compatible_provider(
         ),
         max_retries=0,
     )
-    return OpenAIProvider(client, name=name)
+    return OpenAIProvider(client, name=name, max_answer_bytes=settings.upstream.max_answer_bytes)
 
 
 DESCRIPTOR = ProviderDescriptor(

@@ -18,7 +18,7 @@ with an entry decides. The links are fixed: there is no setting that reorders th
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 from app.config import Settings, task_model_env_name
 from app.errors import CapabilityMissing, ConfigurationProblems, InvalidModel
@@ -85,6 +85,32 @@ def configured_models(settings: Settings) -> Iterator[tuple[str, str]]:
     for alias, target in settings.model_aliases.items():
         if "/" in target:
             yield f"model_aliases.{alias}", target
+
+
+def model_ids(
+    models: Iterable[str],
+    providers: Collection[str] = PROVIDER_NAMES,
+    aliases: ModelAliases | None = None,
+) -> frozenset[str]:
+    """Each usable model as the `provider/model` a choice of it reports (aliases resolved);
+    anything `split_model` refuses is left out."""
+    ids = set()
+    for model in models:
+        try:
+            provider, name = split_model(model, providers, aliases)
+        except InvalidModel:
+            continue
+        ids.add(f"{provider}/{name}")
+    return frozenset(ids)
+
+
+def configured_model_ids(settings: Settings) -> frozenset[str]:
+    """Every model the settings name, and each fallback chain's own model (a chain may be kept
+    for a model rather than a task): the models a metric may name. What start-up would refuse
+    is left out."""
+    named = [model for _, model in configured_models(settings)]
+    known, aliases = provider_names(settings), ModelAliases(settings.model_aliases)
+    return model_ids([*named, *settings.fallbacks], known, aliases)
 
 
 # A variable that looks like GENAI_MODEL_<TASK> but once meant something else.
@@ -177,6 +203,10 @@ class ModelSelectionPolicy:
         """`split_model` against the providers this policy knows (endpoints included) and its
         alias map."""
         return split_model(model, self.providers, self.aliases)
+
+    def model_ids(self, models: Iterable[str]) -> frozenset[str]:
+        """`model_ids` against this policy's providers and alias map."""
+        return model_ids(models, self.providers, self.aliases)
 
     def choice(self, model: str, source: ModelSource, reason: str) -> ModelChoice:
         provider, name = self.split(model)

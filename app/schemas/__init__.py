@@ -5,7 +5,16 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import to_json
 
 from app.schemas.base import (
     INT32_MAX,
@@ -18,6 +27,7 @@ from app.schemas.base import (
     SNIPPET_LABEL,
     FrozenModel,
     InputModel,
+    current_limits,
     is_snippet_label,
     unsafe_input,
 )
@@ -176,6 +186,30 @@ class RenderRequest(InputModel):
         description="true: use the response cache; false: bypass it; unset: the pattern's "
         "`cache` front-matter decides.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _few_variables(cls, data: Any) -> Any:
+        """Counted before anything walks them (runs before SafeInput's check)."""
+        variables = data.get("variables") if isinstance(data, dict) else None
+        limit = current_limits().max_variables
+        if isinstance(variables, dict) and len(variables) > limit:
+            raise ValueError(
+                f"variables: {len(variables)} names, more than {limit} "
+                "(GENAI_REQUEST__MAX_VARIABLES)"
+            )
+        return data
+
+    @field_validator("variables")
+    @classmethod
+    def _small_variables(cls, variables: dict[str, Any]) -> dict[str, Any]:
+        limit = current_limits().max_variables_bytes
+        if variables and len(to_json(variables)) > limit:
+            raise ValueError(
+                f"the variables' JSON is larger than {limit} bytes "
+                "(GENAI_REQUEST__MAX_VARIABLES_BYTES)"
+            )
+        return variables
 
     @model_validator(mode="after")
     def _one_source(self) -> RenderRequest:

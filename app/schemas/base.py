@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
@@ -45,18 +49,59 @@ def _text_problem(text: str) -> str | None:
     return f"contains an unpaired surrogate (U+{ord(found.group()):04X})"
 
 
+@dataclass(frozen=True, slots=True)
+class InputLimits:
+    """What one request may carry besides its byte size (GENAI_REQUEST__*). The body-limit
+    middleware sets the app's for each request; validation reads them from here, so a request
+    that carries too much is refused before any work grows with it."""
+
+    max_depth: int = 32
+    max_values: int = 100_000  # JSON values (strings, numbers, keys' values…) in one body
+    max_variables: int = 256
+    max_variables_bytes: int = 1_000_000  # their JSON, UTF-8
+
+
+DEFAULT_LIMITS = InputLimits()
+_LIMITS: ContextVar[InputLimits] = ContextVar("input_limits", default=DEFAULT_LIMITS)
+
+
+def current_limits() -> InputLimits:
+    return _LIMITS.get()
+
+
+@contextlib.contextmanager
+def input_limits(limits: InputLimits) -> Iterator[None]:
+    """Apply `limits` to the inputs validated within (one request)."""
+    token = _LIMITS.set(limits)
+    try:
+        yield
+    finally:
+        _LIMITS.reset(token)
+
+
+def too_many_values(limit: int) -> str:
+    return f"body: more than {limit} values (GENAI_REQUEST__MAX_VALUES)"
+
+
 def unsafe_input(value: Any) -> str | None:
     """Why `value` (parsed JSON) cannot be accepted, naming where; None when it is fine.
 
     One walk over every string, dict key and number at any depth, without recursion (so the
-    input's depth cannot exhaust the stack). The offending text itself is never echoed.
+    input's depth cannot exhaust the stack), that stops at the request's limits on depth and on
+    the number of values (so its own cost is bounded). The offending text is never echoed.
     """
+    limits = current_limits()
+    max_depth = min(limits.max_depth, MAX_JSON_DEPTH)
+    budget = limits.max_values
     stack: list[tuple[Any, str, int]] = [(value, "", 0)]
     while stack:
         item, where, depth = stack.pop()
-        if depth > MAX_JSON_DEPTH:
+        budget -= 1
+        if budget < 0:
+            return too_many_values(limits.max_values)
+        if depth > max_depth:
             top = where.split("[", 1)[0].split(".", 1)[0]
-            return f"{top or 'body'}: nested deeper than {MAX_JSON_DEPTH} levels"
+            return f"{top or 'body'}: nested deeper than {max_depth} levels"
         if isinstance(item, str):
             problem = _text_problem(item)
             if problem:

@@ -30,7 +30,8 @@ from typing import Any, Literal
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse as StarletteJSONResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Scope
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -232,6 +233,14 @@ class Reply:
     def raw(cls, status: int, json_body: Any, *, headers: dict[str, str] | None = None) -> Reply:
         """An arbitrary JSON body, for malformed or unusual provider answers."""
         return cls("raw", status=status, json_body=json_body, headers=dict(headers or {}))
+
+
+class JSONResponse(StarletteJSONResponse):
+    """JSON as the providers' servers write it: non-ASCII as `\\u` escapes, so an answer may
+    hold what only an escape can carry (a lone surrogate) as the SDKs then read it."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, separators=(",", ":")).encode("ascii")
 
 
 def _content_text(content: Any) -> str:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
+import pty
 import shutil
 import signal
 import socket
-import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,9 +18,11 @@ from pathlib import Path
 import httpx
 
 from tests.fakes.provider_server import FakeProviderServer
+from tests.processes import OwnedProcess, owned_process
 from tests.support import ANTHROPIC_KEY, OPENAI_KEY, SHIPPED_PATTERNS
 
-_FIRST_KEY = re.compile(r"^\s+(gsk_[0-9a-f]{16}_[A-Za-z0-9_-]{43})\s*$", re.MULTILINE)
+# Where the service writes its first admin key when its console is no terminal (docs/deployment.md).
+FIRST_KEY_FILE = Path("keys") / "first-admin-key"
 
 
 def genai_command() -> str:
@@ -59,17 +61,19 @@ def service_env(fake: FakeProviderServer, data_dir: Path, **extra: str) -> dict[
 @dataclass
 class LiveService:
     base_url: str
-    process: subprocess.Popen[bytes]
+    process: OwnedProcess
     log_path: Path
+    data_dir: Path
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
     def first_admin_key(self) -> str:
-        """The key the service printed on its first start (the only time it is shown)."""
-        found = _FIRST_KEY.findall(self.log())
-        assert len(found) == 1, f"expected one first admin key on the console:\n{self.log()}"
-        return str(found[0])
+        """The key the service's first start made. Its console here is a file, a log stream, so
+        the key went to the file the docs tell an operator to read (and then delete)."""
+        path = self.data_dir / FIRST_KEY_FILE
+        assert path.is_file(), f"no first admin key in {path}; the service's log:\n{self.log()}"
+        return path.read_text(encoding="ascii").strip()
 
     def client(self, key: str | None = None, **options: object) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -81,21 +85,57 @@ class LiveService:
         return self.process.wait(timeout=timeout)
 
 
+def _copy_until_closed(controller: int, log_path: Path) -> None:
+    """What the terminal shows, into the log file, until no process holds the terminal open."""
+    with log_path.open("ab") as log:
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # EIO: every process holding the terminal's other end has gone
+                return
+            if not chunk:
+                return
+            log.write(chunk)
+            log.flush()
+
+
 @contextlib.contextmanager
-def live_service(env: dict[str, str], workdir: Path, *args: str) -> Iterator[LiveService]:
-    """Start `genai serve` on a free loopback port; wait until /healthz answers; stop it after."""
+def _console(log_path: Path, *, terminal: bool) -> Iterator[int]:
+    """The file descriptor the service writes stdout and stderr to: the log file itself, or a
+    pseudo-terminal (an operator's interactive start) whose output a thread copies into it.
+    Leave this block only after the service and its children have ended."""
+    if not terminal:
+        with log_path.open("wb") as log:
+            yield log.fileno()
+        return
+    log_path.write_bytes(b"")
+    controller, child_end = pty.openpty()
+    copier = threading.Thread(target=_copy_until_closed, args=(controller, log_path))
+    copier.start()
+    try:
+        yield child_end
+    finally:
+        os.close(child_end)  # the last holder: the copier's read now ends
+        copier.join(timeout=30)
+        os.close(controller)
+
+
+@contextlib.contextmanager
+def live_service(
+    env: dict[str, str], workdir: Path, *args: str, terminal: bool = False
+) -> Iterator[LiveService]:
+    """Start `genai serve` on a free loopback port; wait until /healthz answers. On leaving, the
+    service and every process it started end, also when the test fails (tests/processes.py).
+    `terminal=True` gives it a pseudo-terminal for stdout and stderr instead of a file."""
     port = free_port()
     log_path = workdir / f"service-{port}.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [genai_command(), "serve", "--host", "127.0.0.1", "--port", str(port), *args],
-            cwd=workdir,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    service = LiveService(f"http://127.0.0.1:{port}", process, log_path)
-    try:
+    data_dir = workdir / env.get("GENAI_DATA_DIR", "data")  # an absolute one replaces workdir
+    argv = [genai_command(), "serve", "--host", "127.0.0.1", "--port", str(port), *args]
+    with (
+        _console(log_path, terminal=terminal) as console,
+        owned_process(argv, cwd=workdir, env=env, stdout=console, stderr=console) as process,
+    ):
+        service = LiveService(f"http://127.0.0.1:{port}", process, log_path, data_dir)
         deadline = time.monotonic() + 60
         while True:
             assert process.poll() is None, f"the service exited early:\n{service.log()}"
@@ -107,7 +147,3 @@ def live_service(env: dict[str, str], workdir: Path, *args: str) -> Iterator[Liv
             assert time.monotonic() < deadline, f"the service never answered:\n{service.log()}"
             time.sleep(0.1)
         yield service
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.api import limits
 from tests.fakes.provider_server import FakeProviderServer
 from tests.support import serve_app, settings_for
 
@@ -323,9 +324,11 @@ async def test_a_body_over_the_limit_with_content_length_is_413(
     assert resp.headers["x-request-id"] == error["request_id"]
 
 
-async def test_a_declared_length_over_the_limit_is_refused_before_the_body_is_read(
+async def test_a_declared_length_over_the_limit_is_refused_and_the_body_thrown_away(
     small_limit: httpx.AsyncClient,
 ) -> None:
+    """Refused before the body is parsed; the rest is read and discarded (bounded) so that a
+    client still uploading reads the 413 instead of a connection reset."""
     sent: list[int] = []
 
     async def body() -> AsyncIterator[bytes]:
@@ -337,12 +340,14 @@ async def test_a_declared_length_over_the_limit_is_refused_before_the_body_is_re
         "/v1/render", content=body(), headers={**JSON, "content-length": str(100 * 1024)}
     )
     assert_error(resp, 413, "payload_too_large")
-    assert len(sent) <= 1  # nothing (or the first chunk, by the transport) was consumed
+    assert resp.headers["connection"] == "close"
+    assert len(sent) == 100  # drained, never parsed
 
 
-async def test_a_chunked_body_is_cut_off_once_it_passes_the_limit(
-    small_limit: httpx.AsyncClient,
+async def test_a_chunked_body_is_cut_off_and_drained_no_further_than_the_bound(
+    small_limit: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(limits, "DRAIN_BYTES", 64 * 1024)
     chunks_sent = 0
 
     async def endless() -> AsyncIterator[bytes]:
@@ -354,7 +359,7 @@ async def test_a_chunked_body_is_cut_off_once_it_passes_the_limit(
     resp = await small_limit.post("/v1/render", content=endless(), headers=JSON)
     assert "content-length" not in resp.request.headers  # really streamed, length unknown
     assert_error(resp, 413, "payload_too_large")
-    assert chunks_sent <= LIMIT // 1024 + 2
+    assert chunks_sent <= LIMIT // 1024 + 64 + 2  # the limit, then at most the drain bound
 
 
 async def test_a_chunked_body_under_the_limit_is_served(small_limit: httpx.AsyncClient) -> None:

@@ -7,12 +7,12 @@ would); the other commands in-process through the same Typer app.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.processes import run_process
 from tests.security.live import free_port, genai_command
 from tests.support import SHIPPED_PATTERNS, run_cli
 
@@ -75,12 +75,10 @@ def test_serve_refuses_to_start_with_one_line(case: str, tmp_path: Path) -> None
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GENAI_", "OPENAI_"))}
     env |= {"GENAI_DATA_DIR": str(tmp_path / "data"), "GENAI_PATTERN_DIR": str(SHIPPED_PATTERNS)}
     env |= env_extra
-    done = subprocess.run(
+    done = run_process(
         [genai_command(), "serve", "--port", str(free_port())],
         cwd=tmp_path,
         env=env,
-        capture_output=True,
-        text=True,
         timeout=120,  # liveness only: a preflight that hangs would start serving instead
     )
     _assert_one_line(done.stderr, expected, done.returncode)
