@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import math
@@ -126,6 +127,20 @@ def _model_flags(model: str | None, items: list[str] | None) -> _ModelFlags:
 _WORKER_START_SECONDS = 60
 
 
+def _http_protocol(settings: Settings) -> Any:
+    """httptools when installed (not on Windows), bounded in the size and time of a request's
+    head (app/http_protocol.py); else h11, whose own bound is set from the same setting."""
+    if importlib.util.find_spec("httptools") is None:
+        return "h11"
+    from app.http_protocol import BoundedHeadProtocol
+
+    return functools.partial(
+        BoundedHeadProtocol,
+        max_head_bytes=settings.request.max_head_bytes,
+        head_timeout_seconds=settings.request.head_timeout_seconds,
+    )
+
+
 @cli.command()
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
@@ -160,7 +175,8 @@ def serve(
             # uvloop and httptools when installed (not on Windows); the access log is off
             # because RequestContextMiddleware already writes one line per request.
             loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-            http="httptools" if importlib.util.find_spec("httptools") else "h11",
+            http=_http_protocol(settings),
+            h11_max_incomplete_event_size=settings.request.max_head_bytes,
             access_log=False,
             # Uvicorn's own lines (start-up, errors) through the same structlog renderer (JSON).
             log_config=uvicorn_log_config(settings),

@@ -142,6 +142,18 @@ class RequestSettings(BaseModel):
         ge=1_000,
         description="JSON values (strings, numbers, objects, arrays) one request body may hold.",
     )
+    max_head_bytes: int = Field(
+        default=65_536,
+        ge=8_192,
+        description="The request line and headers of one request; past it 431 "
+        "`request_head_too_large` and the connection is closed.",
+    )
+    head_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="How long a request's line and headers may take to arrive after its first "
+        "byte; past it 408 `request_head_timeout` and the connection is closed (slowloris).",
+    )
     stream_send_timeout_seconds: float = Field(
         default=30.0,
         gt=0,

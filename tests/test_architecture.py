@@ -31,6 +31,7 @@ LAYERS: list[grimp.Layer] = [
         "cli_store",
         "cli_runner",
         "preflight",
+        "http_protocol",
         independent=False,
     ),
     grimp.Layer("api"),  # HTTP: parse, call, shape the response

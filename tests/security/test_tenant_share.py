@@ -1,5 +1,6 @@
 """No tenant can stall, bloat or outlast its share, and an answer the SDKs read is read: over
-real HTTP to `genai serve`, on SQLite and PostgreSQL (issue 16, classes 1, 5, 7, 10 and 11).
+real HTTP to `genai serve`, on SQLite and PostgreSQL (issue 16, classes 1, 5, 7, 10 and 11, and
+a request's head, which anyone can send before any key is checked).
 
 The service runs with one completion slot and no queue, so a request that kept its slot would
 turn every later one into 503 `overloaded`.
@@ -8,6 +9,7 @@ turn every later one into 503 `overloaded`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import time
@@ -41,6 +43,7 @@ def service(fake: FakeProviderServer, database_url: str, tmp_path: Path) -> Iter
         GENAI_LIMITS__MAX_CONCURRENT="1",
         GENAI_LIMITS__MAX_QUEUED="0",
         GENAI_REQUEST__STREAM_SEND_TIMEOUT_SECONDS="1",
+        GENAI_REQUEST__HEAD_TIMEOUT_SECONDS="1",
     )
     with live_service(env, tmp_path) as running:
         yield running
@@ -273,3 +276,57 @@ async def test_an_answer_holding_a_lone_surrogate_is_served_streamed_and_not(
     assert events[-1][0] == "envelope", events[-1]
     assert events[-1][1]["response"]["text"] == "before \ud800 after"
     assert await _settled_jobs(database_url, 2) == [("completed", None), ("completed", None)]
+
+
+# --- beyond the twelve: a request's head ---------------------------------------------------------
+
+
+async def test_an_oversize_request_head_is_refused_without_buffering_it(
+    service: LiveService,
+) -> None:
+    """Uvicorn with httptools buffers headers of any size: 200 MB of one header was accepted.
+    Past GENAI_REQUEST__MAX_HEAD_BYTES (64 KiB) the answer is 431, readable by the client."""
+    async with httpx.AsyncClient(base_url=service.base_url, timeout=30) as client:
+        resp = await client.get("/v1/patterns", headers={"X-Padding": "a" * 100_000})
+    assert resp.status_code == 431
+    assert resp.json()["error"]["type"] == "request_head_too_large"
+
+    def endless_header() -> int:
+        """Bytes of one endless header sent before the service hung up."""
+        host, port = service.base_url.removeprefix("http://").split(":")
+        sent = 0
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: ")
+            with contextlib.suppress(OSError):
+                while sent < 64 * 1024 * 1024:
+                    sock.sendall(b"a" * 65_536)
+                    sent += 65_536
+        return sent
+
+    assert await asyncio.to_thread(endless_header) < 8 * 1024 * 1024
+    async with service.client() as client:
+        assert (await client.get("/healthz")).status_code == 200
+
+
+async def test_half_sent_request_heads_are_answered_408_and_closed(service: LiveService) -> None:
+    """Slowloris: requests whose headers never end hold a connection each, for ever, unless
+    the head has a deadline (GENAI_REQUEST__HEAD_TIMEOUT_SECONDS, 1 s here)."""
+    host, port = service.base_url.removeprefix("http://").split(":")
+
+    def half_sent(count: int) -> list[bytes]:
+        socks = [socket.create_connection((host, int(port))) for _ in range(count)]
+        try:
+            for sock in socks:
+                sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+            answers = []
+            for sock in socks:
+                sock.settimeout(20)
+                answers.append(sock.recv(65_536))
+            return answers
+        finally:
+            for sock in socks:
+                sock.close()
+
+    answers = await asyncio.to_thread(half_sent, 200)
+    assert {answer.split(b"\r\n", 1)[0] for answer in answers} == {b"HTTP/1.1 408 Request Timeout"}
+    assert b'"request_head_timeout"' in answers[0]
