@@ -155,7 +155,7 @@ async def build_runtime(settings: Settings) -> Runtime:
         disabled=settings.auth_disabled,
     )
     metrics = Metrics(labels=_label_vocabulary(settings, policy, patterns))
-    jobs = JobRepository(database.sessions)
+    jobs = JobRepository(database.sessions, database.lane)
     writer = AuditWriter(
         jobs,
         flush_seconds=settings.audit.flush_seconds,

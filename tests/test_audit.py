@@ -483,7 +483,7 @@ async def test_every_field_of_a_completion_is_made_storable_lone_surrogates_incl
     # A lone surrogate cannot travel in the fake's JSON, so the trail is driven directly.
     database = Database(database_url)
     await database.migrate()
-    jobs = JobRepository(database.sessions)
+    jobs = JobRepository(database.sessions, database.lane)
     writer = AuditWriter(jobs, flush_seconds=3600, batch_size=10)
     trail = AuditTrail(jobs=jobs, writer=writer, redactor=Redactor(b"k"), vault=None)
     from tests.test_audit_writer import _pending_row
@@ -518,7 +518,7 @@ async def test_pending_rows_left_by_a_crash_are_interrupted_at_start_up_but_fres
     settings = audit_settings(fake, database_url, pattern_root, tmp_path)
     database = Database(database_url)
     await database.migrate()
-    jobs = JobRepository(database.sessions)
+    jobs = JobRepository(database.sessions, database.lane)
     too_old = dt.timedelta(seconds=settings.stale_pending_after_seconds + 60)
     await jobs.insert(_pending_row("a" * 32, dt.datetime.now(dt.UTC) - too_old))
     # Still within the longest a request can live: another replica may be completing it.
@@ -673,7 +673,7 @@ async def test_migration_0004_merges_the_hash_columns_up_and_down_keeping_the_da
         ).one()
     await database.migrate()
     assert await database.schema_is_current()
-    stored = await JobRepository(database.sessions).get("j1")
+    stored = await JobRepository(database.sessions, database.lane).get("j1")
     await database.aclose()
     assert "template_sha256" not in after_up
     assert (after_up["pattern_content_hash"], after_up["status"]) == ("sha256:aa", "completed")

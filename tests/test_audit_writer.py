@@ -122,7 +122,7 @@ def _completion(job_id: str, text: str) -> JobOutcome:
 async def _store(database_url: str, *ids: str) -> AsyncIterator[Database]:
     database = Database(database_url)
     await database.migrate()
-    jobs = JobRepository(database.sessions)
+    jobs = JobRepository(database.sessions, database.lane)
     for job_id in ids:
         await jobs.insert(_pending_row(job_id))
     try:
@@ -143,7 +143,9 @@ async def test_a_record_the_backend_refuses_is_set_aside_and_the_rest_is_written
 ) -> None:
     ids = [f"job{i}" for i in range(7)]
     async with _store(database_url, *ids) as database:
-        writer = AuditWriter(JobRepository(database.sessions), flush_seconds=3600, batch_size=50)
+        writer = AuditWriter(
+            JobRepository(database.sessions, database.lane), flush_seconds=3600, batch_size=50
+        )
         for job_id in ids:
             # Submitted raw, past the escaping AuditTrail applies: this is what a bug would send.
             writer.submit(_completion(job_id, poison if job_id == "job3" else "fine"))
@@ -242,7 +244,10 @@ async def test_a_stop_with_the_store_down_spools_and_the_next_start_applies_it(
     ids = ["job0", "job1", "job2"]
     async with _store(database_url, *ids) as database:
         writer = AuditWriter(
-            JobRepository(database.sessions), flush_seconds=3600, batch_size=10, spool_dir=spool
+            JobRepository(database.sessions, database.lane),
+            flush_seconds=3600,
+            batch_size=10,
+            spool_dir=spool,
         )
         writer.start()
         for job_id in ids:
@@ -256,7 +261,10 @@ async def test_a_stop_with_the_store_down_spools_and_the_next_start_applies_it(
         assert set((await _statuses(database)).values()) == {("pending", None)}
 
         restarted = AuditWriter(
-            JobRepository(database.sessions), flush_seconds=3600, batch_size=10, spool_dir=spool
+            JobRepository(database.sessions, database.lane),
+            flush_seconds=3600,
+            batch_size=10,
+            spool_dir=spool,
         )
         assert await restarted.restore_spooled() == 3
         statuses = await _statuses(database)
@@ -269,7 +277,7 @@ async def test_stale_pending_rows_are_interrupted_and_fresh_ones_left_alone(
     database_url: str,
 ) -> None:
     async with _store(database_url) as database:
-        jobs = JobRepository(database.sessions)
+        jobs = JobRepository(database.sessions, database.lane)
         await jobs.insert(_pending_row("old", dt.datetime.now(dt.UTC) - dt.timedelta(hours=2)))
         await jobs.insert(_pending_row("fresh"))
         count = await jobs.interrupt_pending(
@@ -337,7 +345,9 @@ async def test_with_the_store_down_every_waiting_insert_fails_with_store_unavail
     database_url: str,
 ) -> None:
     async with _store(database_url) as database:
-        writer = AuditWriter(JobRepository(database.sessions), flush_seconds=3600, batch_size=10)
+        writer = AuditWriter(
+            JobRepository(database.sessions, database.lane), flush_seconds=3600, batch_size=10
+        )
         await _rename_jobs(database_url, "jobs", "jobs_away")
         results = await asyncio.gather(
             *(writer.insert(_pending_row(f"job{i}")) for i in range(5)), return_exceptions=True
@@ -381,7 +391,7 @@ async def test_the_repository_returns_typed_records_not_rows(database_url: str) 
     from app.store.records import SourceUse, StoredJob
 
     async with _store(database_url, "job0", "job1") as database:
-        jobs = JobRepository(database.sessions)
+        jobs = JobRepository(database.sessions, database.lane)
         await jobs.insert(_pending_row("job2", replay_inputs=b"sealed", source_name="other"))
         stored = await jobs.get("job2")
         sources = await jobs.sources(10)
