@@ -23,12 +23,9 @@ from app.api import (
     snippets,
     templates,
 )
-from app.api.auth import AuthMiddleware
 from app.api.errors import install_error_handlers
-from app.api.limits import BodyLimitMiddleware
 from app.api.openapi import GatewayAPI
 from app.api.responses import GatewayJSONResponse
-from app.api.shedding import ShedMiddleware
 from app.audit.trail import AuditTrail
 from app.auth.authenticator import Authenticator
 from app.auth.banner import warn_auth_disabled
@@ -36,10 +33,13 @@ from app.auth.first_key import issue_first_admin_key
 from app.catalog.watch import FileWatcher, Owners
 from app.config import Settings, get_settings
 from app.errors import GenAIError
-from app.logging import RequestContextMiddleware, configure_logging
-from app.metrics import Metrics
+from app.middleware.auth import AuthMiddleware
+from app.middleware.body_limit import BodyLimitMiddleware
+from app.middleware.shedding import ShedMiddleware
+from app.observability.logging import RequestContextMiddleware, configure_logging
+from app.observability.metrics import Metrics
+from app.observability.tracing import configure_tracing, shutdown_tracing
 from app.runtime import Runtime, build_runtime
-from app.tracing import configure_tracing, shutdown_tracing
 
 log = structlog.get_logger(__name__)
 _KEY_USE_SECONDS = 30.0

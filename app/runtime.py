@@ -15,11 +15,12 @@ from app.catalog import PatternCatalog
 from app.catalog.chat import CHAT_SOURCE
 from app.catalog.renderer import TemplateRenderer
 from app.catalog.resolver import SourceResolver
+from app.concurrency.limits import ConcurrencyLimits
 from app.config import Settings
 from app.errors import ConfigurationProblems, StoreUnavailable
-from app.limits import ConcurrencyLimits
-from app.metric_labels import LabelVocabulary
-from app.metrics import Metrics
+from app.observability.metric_labels import LabelVocabulary
+from app.observability.metrics import Metrics
+from app.observability.readiness import Readiness
 from app.pipeline.model_check import unservable_patterns
 from app.pipeline.prepare import PromptPreparer
 from app.pipeline.upstream import StreamTimeouts, Upstream
@@ -27,7 +28,6 @@ from app.prompts.assembler import PromptAssembler, default_registry
 from app.providers import ProviderRegistry
 from app.providers.registry import provider_names
 from app.providers.retry import RetryPolicy
-from app.readiness import Readiness
 from app.routing.capabilities import CapabilityCatalog
 from app.routing.policy import ModelSelectionPolicy, configured_model_ids
 from app.routing.prices import PriceTable

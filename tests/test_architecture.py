@@ -19,27 +19,19 @@ import pytest
 PACKAGE = "app"
 
 # Top to bottom: a layer may import any layer below it, never one above. Names in one layer
-# marked independent may not import each other either.
+# are independent: they may not import each other either. Each name is a folder of app/ (or one
+# of the modules at its root), so this list is `ls app/` in layer order.
 LAYERS: list[grimp.Layer] = [
-    # Entry points: the ASGI factory and the `genai` command.
-    grimp.Layer(
-        "main",
-        "cli",
-        "cli_jobs",
-        "cli_keys",
-        "cli_snippets",
-        "cli_store",
-        "cli_runner",
-        "preflight",
-        "http_protocol",
-        independent=False,
-    ),
+    grimp.Layer("main", "cli"),  # entry points: the ASGI factory | the `genai` command
+    # HTTP plumbing around the routes: shedding, authentication, the body limit, and uvicorn's
+    # protocol bounding a request's head.
+    grimp.Layer("middleware"),
     grimp.Layer("api"),  # HTTP: parse, call, shape the response
-    grimp.Layer("runtime"),  # the composition root: builds and closes everything long-lived
+    grimp.Layer("runtime"),  # the composition root: builds, starts and closes everything long-lived
     grimp.Layer("service"),  # the completion pipeline
     grimp.Layer("audit"),  # the audit trail and replay: never the service
     grimp.Layer("pipeline"),  # prompt preparation shared by the service and replay
-    grimp.Layer("snippets", "readiness", independent=False),
+    grimp.Layer("snippets"),
     grimp.Layer("catalog", "prompts"),  # file patterns | prompt assembly: siblings
     grimp.Layer("routing"),
     grimp.Layer("providers"),
@@ -48,18 +40,14 @@ LAYERS: list[grimp.Layer] = [
     grimp.Layer("store"),
     grimp.Layer("cache"),  # the response cache: answers by key, memory or Redis; below the service
     grimp.Layer("tracking"),  # pure fingerprints and provenance
-    # Concurrency limits and load shedding | when work leaves the event loop: no app imports.
-    grimp.Layer("limits", "offload"),
-    # config reads config_file (the genai.yaml source), which knows Settings only as a class.
-    grimp.Layer(
-        "metrics",
-        "metric_labels",
-        "logging",
-        "tracing",
-        "config",
-        "config_file",
-        independent=False,
-    ),
+    # Concurrency limits and load shedding; when work leaves the event loop.
+    grimp.Layer("concurrency"),
+    # Metrics and their bounded labels, tracing, logging (and the request context middleware),
+    # readiness.
+    grimp.Layer("observability"),
+    # Settings, and the genai.yaml source that knows Settings only as a class.
+    grimp.Layer("config"),
+    # The one error hierarchy, its `{"error": …}` body, every data shape crossing a boundary.
     grimp.Layer("error_body", "errors", "schemas", independent=False),
 ]
 

@@ -37,10 +37,10 @@ from app.api.messages_schemas import (
     AnthropicUsage,
 )
 from app.api.responses import GatewayJSONResponse, json_bytes
+from app.concurrency.offload import off_loop
 from app.dialects import anthropic as dialect
 from app.error_body import error_body, error_json
 from app.errors import InvalidConversation, UnsupportedParameter
-from app.offload import off_loop
 from app.providers.base import ReasoningDelta, ToolCallDelta
 from app.schemas import (
     CompletionEnvelope,

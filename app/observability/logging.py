@@ -18,8 +18,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.config import Settings
 from app.error_body import error_body, error_json
 from app.errors import GenAIError
-from app.metrics import Metrics, RequestFacts, open_request_facts
-from app.tracing import add_trace_ids, span, tracing_enabled
+from app.observability.metrics import Metrics, RequestFacts, open_request_facts
+from app.observability.tracing import add_trace_ids, span, tracing_enabled
 
 _SECRET_KEYS = re.compile(r"authorization|api[-_]?key|secret|password|cookie", re.IGNORECASE)
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -91,7 +91,10 @@ def uvicorn_log_config(settings: Settings) -> dict[str, Any]:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {
-            "structlog": {"()": "app.logging.uvicorn_formatter", "as_json": logs_as_json(settings)}
+            "structlog": {
+                "()": "app.observability.logging.uvicorn_formatter",
+                "as_json": logs_as_json(settings),
+            }
         },
         "handlers": {
             "stderr": {

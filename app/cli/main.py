@@ -14,16 +14,16 @@ import typer
 from pydantic import BaseModel, Field
 
 from app.catalog import PatternCatalog
-from app.cli_jobs import drift, jobs_cli
-from app.cli_keys import keys_cli
-from app.cli_runner import OperatorErrors, run
-from app.cli_snippets import snippets_cli
-from app.cli_store import db_cli, templates_cli
+from app.cli.jobs import drift, jobs_cli
+from app.cli.keys import keys_cli
+from app.cli.preflight import run_preflight
+from app.cli.runner import OperatorErrors, run
+from app.cli.snippets import snippets_cli
+from app.cli.store import db_cli, templates_cli
 from app.config import Settings, get_settings
 from app.errors import ConfigurationError, InvalidModel, InvalidPattern
-from app.logging import configure_logging, uvicorn_log_config
-from app.metrics import shared_across_workers
-from app.preflight import run_preflight
+from app.observability.logging import configure_logging, uvicorn_log_config
+from app.observability.metrics import shared_across_workers
 from app.providers.registry import provider_names
 from app.routing.policy import split_model
 from app.schemas import MODEL, RenderRequest
@@ -129,10 +129,11 @@ _WORKER_START_SECONDS = 60
 
 def _http_protocol(settings: Settings) -> Any:
     """httptools when installed (not on Windows), bounded in the size and time of a request's
-    head (app/http_protocol.py); else h11, whose own bound is set from the same setting."""
+    head (app/middleware/http_protocol.py); else h11, whose own bound is set from the same
+    setting."""
     if importlib.util.find_spec("httptools") is None:
         return "h11"
-    from app.http_protocol import BoundedHeadProtocol
+    from app.middleware.http_protocol import BoundedHeadProtocol
 
     return functools.partial(
         BoundedHeadProtocol,
