@@ -48,7 +48,7 @@
         └── StructuredOutputInvalid    502 structured_output_invalid (after bounded repairs)
 
 SDK exceptions become these inside the provider adapters; these become HTTP in `app/api/errors.py`.
-Their `{"error": …}` body, for the API and the CLI alike, is built in `app/error_body.py`.
+Their `{"error": …}` body, for the API and the CLI alike, is built in `app/api/error_body.py`.
 Storage exceptions become StoreUnavailable at the repository seam (`app/store/db.py`).
 A completion that fails once its audit record exists raises `error.with_job(job_id)`: a new error
 of the same type whose body also names the job.

@@ -35,8 +35,9 @@ from app.config import Settings, get_settings
 from app.errors import GenAIError
 from app.middleware.auth import AuthMiddleware
 from app.middleware.body_limit import BodyLimitMiddleware
+from app.middleware.request_context import RequestContextMiddleware
 from app.middleware.shedding import ShedMiddleware
-from app.observability.logging import RequestContextMiddleware, configure_logging
+from app.observability.logging import configure_logging
 from app.observability.metrics import Metrics
 from app.observability.tracing import configure_tracing, shutdown_tracing
 from app.runtime import Runtime, build_runtime

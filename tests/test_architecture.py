@@ -20,11 +20,11 @@ PACKAGE = "app"
 
 # Top to bottom: a layer may import any layer below it, never one above. Names in one layer
 # are independent: they may not import each other either. Each name is a folder of app/ (or one
-# of the modules at its root), so this list is `ls app/` in layer order.
+# of the four modules at its root), so this list is `ls app/` in layer order.
 LAYERS: list[grimp.Layer] = [
     grimp.Layer("main", "cli"),  # entry points: the ASGI factory | the `genai` command
-    # HTTP plumbing around the routes: shedding, authentication, the body limit, and uvicorn's
-    # protocol bounding a request's head.
+    # HTTP plumbing around the routes: request context, shedding, authentication, the body
+    # limit, and uvicorn's protocol bounding a request's head.
     grimp.Layer("middleware"),
     grimp.Layer("api"),  # HTTP: parse, call, shape the response
     grimp.Layer("runtime"),  # the composition root: builds, starts and closes everything long-lived
@@ -42,13 +42,12 @@ LAYERS: list[grimp.Layer] = [
     grimp.Layer("tracking"),  # pure fingerprints and provenance
     # Concurrency limits and load shedding; when work leaves the event loop.
     grimp.Layer("concurrency"),
-    # Metrics and their bounded labels, tracing, logging (and the request context middleware),
-    # readiness.
+    # Metrics and their bounded labels, tracing, the structlog set-up, readiness.
     grimp.Layer("observability"),
     # Settings, and the genai.yaml source that knows Settings only as a class.
     grimp.Layer("config"),
-    # The one error hierarchy, its `{"error": …}` body, every data shape crossing a boundary.
-    grimp.Layer("error_body", "errors", "schemas", independent=False),
+    grimp.Layer("errors"),  # the one error hierarchy
+    grimp.Layer("schemas"),  # every data shape that crosses a boundary
 ]
 
 

@@ -461,7 +461,7 @@ class ErrorInfo(BaseModel):
 class ErrorBody(BaseModel):
     """Every error answer, from the API and the CLI: `{"error": {"type", "message", ...}}`.
 
-    Built by `app.error_body.error_body`; fields that do not apply are left out, not null.
+    Built by `app.api.error_body.error_body`; fields that do not apply are left out, not null.
     """
 
     model_config = ConfigDict(frozen=True)
