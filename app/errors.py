@@ -14,6 +14,7 @@
     │   ├── PatternRenderError         422 pattern_render_error (also a ValueError)
     │   │   ├── MissingVariables       422 missing_variables    (names every missing key)
     │   │   ├── SandboxViolation       422 sandbox_violation
+    │   │   ├── VariableContractViolation 422 variable_contract_violation (missing or extra keys)
     │   │   └── RenderLimitExceeded    422 render_limit_exceeded (a template outgrew its budget)
     │   │       ├── RenderTimeout      422 render_timeout       (GENAI_RENDER_TIMEOUT_SECONDS)
     │   │       ├── RenderTooLarge     422 render_too_large     (over GENAI_RENDER_MAX_CHARS)
@@ -21,7 +22,6 @@
     │   ├── InvalidModel               422 invalid_model        (not provider/model, or unknown)
     │   ├── TemplateNotFound           404 template_not_found
     │   ├── InvalidTemplate            422 invalid_template     (body and declared variables differ)
-    │   ├── VariableContractViolation  422 variable_contract_violation (missing or extra keys)
     │   ├── TemplateConflict           409 template_conflict    (a concurrent change won)
     │   ├── JobNotFound                404 job_not_found
     │   ├── ApiKeyNotFound             404 api_key_not_found
