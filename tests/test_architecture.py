@@ -181,6 +181,19 @@ def test_every_part_of_app_has_a_layer(graph: grimp.ImportGraph) -> None:
     assert graph.find_children(PACKAGE) <= placed, graph.find_children(PACKAGE) - placed
 
 
+def test_every_layer_names_a_part_of_app(graph: grimp.ImportGraph) -> None:
+    """No layer is left naming a module that moved: LAYERS stays `ls app/`, in layer order."""
+    placed = {f"{PACKAGE}.{tail}" for layer in LAYERS for tail in layer.module_tails}
+    assert placed <= graph.find_children(PACKAGE), placed - graph.find_children(PACKAGE)
+
+
+def test_every_folder_of_app_is_a_package() -> None:
+    """A folder of modules without `__init__.py` is invisible to grimp, so to every check here."""
+    root = Path(__file__).resolve().parents[1] / PACKAGE
+    folders = {path.parent for path in root.rglob("*.py")}
+    assert not {f for f in folders if not (f / "__init__.py").exists()}
+
+
 def test_audit_never_imports_the_service(graph: grimp.ImportGraph) -> None:
     chains = graph.find_shortest_chains(
         importer="app.audit", imported="app.service", as_packages=True
