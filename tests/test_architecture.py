@@ -1,4 +1,5 @@
-"""The layers of `app/` as the README draws them, checked on the real import graph (grimp).
+"""The layers of `app/` as docs/architecture.md and the README draw them, checked on the real
+import graph (grimp); the drawings are checked against this list and against `app/` itself.
 
 An import counts wherever it is written: at module level, inside a function, or under
 `if TYPE_CHECKING:` (a type-only import still ties the layers together). A failure names the
@@ -8,6 +9,7 @@ offending import chain, with line numbers, so the fix is obvious from the messag
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 import textwrap
 from collections.abc import Iterable, Iterator
@@ -17,6 +19,9 @@ import grimp
 import pytest
 
 PACKAGE = "app"
+REPO = Path(__file__).resolve().parents[1]
+# Each draws the layers as a tree under `app/`, one line per layer, siblings joined by " | ".
+DRAWINGS = (REPO / "docs" / "architecture.md", REPO / "README.md")
 
 # Top to bottom: a layer may import any layer below it, never one above. Names in one layer
 # are independent: they may not import each other either. Each name is a folder of app/ (or one
@@ -192,6 +197,27 @@ def test_every_folder_of_app_is_a_package() -> None:
     root = Path(__file__).resolve().parents[1] / PACKAGE
     folders = {path.parent for path in root.rglob("*.py")}
     assert not {f for f in folders if not (f / "__init__.py").exists()}
+
+
+def drawn_layers(text: str) -> list[list[str]]:
+    """The layers a document's ```text block under `app/` draws, top to bottom, as written
+    (`catalog/`, `errors.py`)."""
+    block = text.split("```text\napp/\n", 1)[1].split("```", 1)[0]
+    rows = (re.match(r"[├└]── (\S+(?: \| \S+)*)", line) for line in block.splitlines())
+    return [row[1].split(" | ") for row in rows if row]
+
+
+@pytest.mark.parametrize("document", DRAWINGS, ids=lambda path: path.name)
+def test_the_drawing_of_the_layers_is_this_list_and_is_app(document: Path) -> None:
+    drawn = drawn_layers(document.read_text(encoding="utf-8"))
+    tails = [[name.removesuffix("/").removesuffix(".py") for name in row] for row in drawn]
+    assert [set(row) for row in tails] == [set(layer.module_tails) for layer in LAYERS]
+    listed = {
+        entry.name + ("/" if entry.is_dir() else "")
+        for entry in (REPO / PACKAGE).iterdir()
+        if entry.name != "__pycache__" and (entry.is_dir() or entry.suffix == ".py")
+    }
+    assert {name for row in drawn for name in row} == listed - {"__init__.py"}
 
 
 def test_audit_never_imports_the_service(graph: grimp.ImportGraph) -> None:
