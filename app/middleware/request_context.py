@@ -1,4 +1,4 @@
-"""The outermost layer of every request: its id, its one log line, its metrics and its span.
+"""Around every request (inside CORS alone): its id, its one log line, its metrics, its span.
 
 Also the last-resort handler: an unexpected exception becomes a plain 500 error body here.
 """
