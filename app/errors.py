@@ -14,6 +14,7 @@
     │   ├── PatternRenderError         422 pattern_render_error (also a ValueError)
     │   │   ├── MissingVariables       422 missing_variables    (names every missing key)
     │   │   ├── SandboxViolation       422 sandbox_violation
+    │   │   ├── VariableContractViolation 422 variable_contract_violation (missing or extra keys)
     │   │   └── RenderLimitExceeded    422 render_limit_exceeded (a template outgrew its budget)
     │   │       ├── RenderTimeout      422 render_timeout       (GENAI_RENDER_TIMEOUT_SECONDS)
     │   │       ├── RenderTooLarge     422 render_too_large     (over GENAI_RENDER_MAX_CHARS)
@@ -21,7 +22,6 @@
     │   ├── InvalidModel               422 invalid_model        (not provider/model, or unknown)
     │   ├── TemplateNotFound           404 template_not_found
     │   ├── InvalidTemplate            422 invalid_template     (body and declared variables differ)
-    │   ├── VariableContractViolation  422 variable_contract_violation (missing or extra keys)
     │   ├── TemplateConflict           409 template_conflict    (a concurrent change won)
     │   ├── JobNotFound                404 job_not_found
     │   ├── ApiKeyNotFound             404 api_key_not_found
@@ -48,7 +48,7 @@
         └── StructuredOutputInvalid    502 structured_output_invalid (after bounded repairs)
 
 SDK exceptions become these inside the provider adapters; these become HTTP in `app/api/errors.py`.
-Their `{"error": …}` body, for the API and the CLI alike, is built in `app/error_body.py`.
+Their `{"error": …}` body, for the API and the CLI alike, is built in `app/api/error_body.py`.
 Storage exceptions become StoreUnavailable at the repository seam (`app/store/db.py`).
 A completion that fails once its audit record exists raises `error.with_job(job_id)`: a new error
 of the same type whose body also names the job.

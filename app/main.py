@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-import structlog
 from fastapi import FastAPI
-from sqlalchemy.exc import SQLAlchemyError
 from starlette.middleware.cors import CORSMiddleware
 
 from app import __version__
@@ -23,26 +20,19 @@ from app.api import (
     snippets,
     templates,
 )
-from app.api.auth import AuthMiddleware
 from app.api.errors import install_error_handlers
-from app.api.limits import BodyLimitMiddleware
 from app.api.openapi import GatewayAPI
 from app.api.responses import GatewayJSONResponse
-from app.api.shedding import ShedMiddleware
-from app.audit.trail import AuditTrail
-from app.auth.authenticator import Authenticator
-from app.auth.banner import warn_auth_disabled
-from app.auth.first_key import issue_first_admin_key
-from app.catalog.watch import FileWatcher, Owners
 from app.config import Settings, get_settings
-from app.errors import GenAIError
-from app.logging import RequestContextMiddleware, configure_logging
-from app.metrics import Metrics
+from app.middleware.auth import AuthMiddleware
+from app.middleware.body_limit import BodyLimitMiddleware
+from app.middleware.request_context import RequestContextMiddleware
+from app.middleware.shedding import ShedMiddleware
+from app.observability.logging import configure_logging
+from app.observability.metrics import Metrics
+from app.observability.tracing import configure_tracing, shutdown_tracing
 from app.runtime import Runtime, build_runtime
-from app.tracing import configure_tracing, shutdown_tracing
 
-log = structlog.get_logger(__name__)
-_KEY_USE_SECONDS = 30.0
 # What a browser client may read of an answer besides the basics.
 EXPOSED_HEADERS = [
     "x-request-id",
@@ -51,39 +41,6 @@ EXPOSED_HEADERS = [
     "x-genai-ignored-params",
     "x-genai-dropped-params",
 ]
-
-
-async def _save_key_use(authenticator: Authenticator, every: float) -> None:
-    """Last-use times of API keys reach the store in the background, never on a request."""
-    while True:
-        await asyncio.sleep(every)
-        try:
-            await authenticator.save_last_use()
-        except GenAIError as exc:  # the store is down: the times are kept for the next round
-            log.warning("key_use_not_saved", error_type=exc.error_type)
-
-
-async def _interrupt_stale_jobs(trail: AuditTrail, older_than: float) -> None:
-    """Pending records no live process can complete (see app/audit/trail.py) → interrupted."""
-    try:
-        count = await trail.interrupt_stale(older_than_seconds=older_than)
-    except (GenAIError, SQLAlchemyError, OSError) as exc:  # the store is down: next round
-        log.warning("stale_jobs_not_checked", error_type=type(exc).__name__)
-        return
-    if count:
-        log.warning("stale_jobs_interrupted", jobs=count, older_than_s=older_than)
-
-
-async def _keep_interrupting_stale_jobs(
-    trail: AuditTrail, older_than: float, stop: asyncio.Event
-) -> None:
-    """Re-checks periodically; stopped through `stop`, never cancelled mid-transaction."""
-    every = min(300.0, max(1.0, older_than / 4))
-    while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), every)
-        if not stop.is_set():
-            await _interrupt_stale_jobs(trail, older_than)
 
 
 def _metrics_of(app: FastAPI) -> Metrics | None:
@@ -103,48 +60,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        """The runtime's lifetime is the app's: built, started, stopped and closed here."""
         runtime = await build_runtime(settings)
         app.state.runtime = runtime
-        await issue_first_admin_key(runtime.authenticator, settings)
-        if settings.auth_disabled:
-            warn_auth_disabled()
-            log.warning("auth_disabled", hint="unset GENAI_AUTH_DISABLED outside development")
-        key_use = asyncio.create_task(_save_key_use(runtime.authenticator, _KEY_USE_SECONDS))
-        stale_after = settings.stale_pending_after_seconds
-        await _interrupt_stale_jobs(runtime.audit, stale_after)  # before serving
-        stop_stale_checks = asyncio.Event()
-        stale_checks = asyncio.create_task(
-            _keep_interrupting_stale_jobs(runtime.audit, stale_after, stop_stale_checks)
-        )
-        watcher = None
-        if settings.pattern_reload_seconds > 0:  # pattern and snippet files, one watcher
-            owners = Owners(
-                patterns=runtime.patterns.refresh, snippets=runtime.snippets.refresh_files
-            )
-            watcher = FileWatcher(
-                settings.pattern_dir, owners, quiet_seconds=settings.pattern_reload_seconds
-            )
-            watcher.start()
-        log.info(
-            "service_started",
-            patterns=len(runtime.patterns.names()),
-            providers=runtime.providers.status(),
-            database=runtime.database.safe_url,
-        )
         try:
+            await runtime.start()
             yield
         finally:
-            stop_stale_checks.set()
-            await stale_checks
-            key_use.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await key_use
-            with contextlib.suppress(GenAIError):  # best effort: last-use times are advisory
-                await runtime.authenticator.save_last_use()
-            if watcher is not None:
-                await watcher.aclose()
             await runtime.aclose()
-            log.info("service_stopped")
             shutdown_tracing()  # exports the spans still buffered
 
     app = GatewayAPI(

@@ -1,25 +1,37 @@
-"""Everything long-lived, built in one place from Settings and closed in reverse order."""
+"""Everything long-lived, built in one place from Settings and closed in reverse order.
+
+`build_runtime` builds (the CLI stops there); `Runtime.start` makes it serve: the first admin key,
+a sweep of stale jobs, and the background work (last-use times of keys, periodic stale-job
+checks, the pattern file watcher) that `Runtime.aclose` stops before it closes anything else.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
 
 import structlog
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.audit.redaction import Redactor
 from app.audit.replay import Replayer
 from app.audit.trail import AuditTrail
 from app.auth.authenticator import Authenticator
+from app.auth.banner import warn_auth_disabled
+from app.auth.first_key import issue_first_admin_key
 from app.cache import ResponseCache, build_cache
 from app.catalog import PatternCatalog
 from app.catalog.chat import CHAT_SOURCE
 from app.catalog.renderer import TemplateRenderer
 from app.catalog.resolver import SourceResolver
+from app.catalog.watch import FileWatcher, Owners
+from app.concurrency.limits import ConcurrencyLimits
 from app.config import Settings
-from app.errors import ConfigurationProblems, StoreUnavailable
-from app.limits import ConcurrencyLimits
-from app.metric_labels import LabelVocabulary
-from app.metrics import Metrics
+from app.errors import ConfigurationProblems, GenAIError, StoreUnavailable
+from app.observability.metric_labels import LabelVocabulary
+from app.observability.metrics import Metrics
+from app.observability.readiness import Readiness
 from app.pipeline.model_check import unservable_patterns
 from app.pipeline.prepare import PromptPreparer
 from app.pipeline.upstream import StreamTimeouts, Upstream
@@ -27,7 +39,6 @@ from app.prompts.assembler import PromptAssembler, default_registry
 from app.providers import ProviderRegistry
 from app.providers.registry import provider_names
 from app.providers.retry import RetryPolicy
-from app.readiness import Readiness
 from app.routing.capabilities import CapabilityCatalog
 from app.routing.policy import ModelSelectionPolicy, configured_model_ids
 from app.routing.prices import PriceTable
@@ -43,6 +54,51 @@ from app.store.templates import TemplateRepository
 from app.store.writer import AuditWriter
 
 log = structlog.get_logger(__name__)
+_KEY_USE_SECONDS = 30.0
+
+
+async def _save_key_use(authenticator: Authenticator, every: float) -> None:
+    """Last-use times of API keys reach the store in the background, never on a request."""
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await authenticator.save_last_use()
+        except GenAIError as exc:  # the store is down: the times are kept for the next round
+            log.warning("key_use_not_saved", error_type=exc.error_type)
+
+
+async def _interrupt_stale_jobs(trail: AuditTrail, older_than: float) -> None:
+    """Pending records no live process can complete (see app/audit/trail.py) → interrupted."""
+    try:
+        count = await trail.interrupt_stale(older_than_seconds=older_than)
+    except (GenAIError, SQLAlchemyError, OSError) as exc:  # the store is down: next round
+        log.warning("stale_jobs_not_checked", error_type=type(exc).__name__)
+        return
+    if count:
+        log.warning("stale_jobs_interrupted", jobs=count, older_than_s=older_than)
+
+
+async def _keep_interrupting_stale_jobs(
+    trail: AuditTrail, older_than: float, stop: asyncio.Event
+) -> None:
+    """Re-checks periodically; stopped through `stop`, never cancelled mid-transaction."""
+    every = min(300.0, max(1.0, older_than / 4))
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every)
+        if not stop.is_set():
+            await _interrupt_stale_jobs(trail, older_than)
+
+
+class _Background:
+    """What `Runtime.start` leaves running until `Runtime.aclose`; nothing before `start`."""
+
+    def __init__(self) -> None:
+        self.serving = False  # start finished: aclose then says the service stopped
+        self.key_use: asyncio.Task[None] | None = None
+        self.stop_stale_checks = asyncio.Event()
+        self.stale_checks: asyncio.Task[None] | None = None
+        self.watcher: FileWatcher | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +122,58 @@ class Runtime:
     authenticator: Authenticator
     cache: ResponseCache
     limits: ConcurrencyLimits
+    _background: _Background = field(default_factory=_Background, repr=False, compare=False)
+
+    async def start(self) -> None:
+        """Ready to serve: the first admin key, stale jobs interrupted before the first request,
+        then the background work. Commands that only build a runtime never start it."""
+        settings, background = self.settings, self._background
+        await issue_first_admin_key(self.authenticator, settings)
+        if settings.auth_disabled:
+            warn_auth_disabled()
+            log.warning("auth_disabled", hint="unset GENAI_AUTH_DISABLED outside development")
+        background.key_use = asyncio.create_task(
+            _save_key_use(self.authenticator, _KEY_USE_SECONDS)
+        )
+        stale_after = settings.stale_pending_after_seconds
+        await _interrupt_stale_jobs(self.audit, stale_after)  # before serving
+        background.stale_checks = asyncio.create_task(
+            _keep_interrupting_stale_jobs(self.audit, stale_after, background.stop_stale_checks)
+        )
+        if settings.pattern_reload_seconds > 0:  # pattern and snippet files, one watcher
+            owners = Owners(patterns=self.patterns.refresh, snippets=self.snippets.refresh_files)
+            background.watcher = FileWatcher(
+                settings.pattern_dir, owners, quiet_seconds=settings.pattern_reload_seconds
+            )
+            background.watcher.start()
+        log.info(
+            "service_started",
+            patterns=len(self.patterns.names()),
+            providers=self.providers.status(),
+            database=self.database.safe_url,
+        )
+        background.serving = True
+
+    async def _stop(self) -> None:
+        """Stop what `start` started: the stale-job checks between two rounds, never inside
+        one; the key-use loop, whose last times are then saved once more."""
+        background = self._background
+        if background.stale_checks is not None:
+            background.stop_stale_checks.set()
+            await background.stale_checks
+        if background.key_use is not None:
+            background.key_use.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await background.key_use
+            with contextlib.suppress(GenAIError):  # best effort: last-use times are advisory
+                await self.authenticator.save_last_use()
+        if background.watcher is not None:
+            await background.watcher.aclose()
 
     async def aclose(self) -> None:
-        """Drain queued audit writes first: a clean stop loses no record."""
+        """Stop the background work, then drain queued audit writes first: a clean stop loses
+        no record."""
+        await self._stop()
         try:
             await self.writer.aclose()
         finally:
@@ -76,6 +181,8 @@ class Runtime:
             await self.cache.aclose()
             await self.providers.aclose()
             await self.database.aclose()
+        if self._background.serving:
+            log.info("service_stopped")
 
 
 async def _warn_if_schema_outdated(database: Database) -> None:

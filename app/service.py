@@ -19,6 +19,7 @@ import structlog
 
 from app.audit.trail import AuditTrail, OpenJob
 from app.cache import CachedAnswer, ResponseCache, cache_key
+from app.concurrency.offload import off_loop
 from app.errors import (
     GenAIError,
     InvalidRequest,
@@ -26,9 +27,9 @@ from app.errors import (
     UnsupportedParameter,
     VariableContractViolation,
 )
-from app.metric_labels import TEMPLATE
-from app.metrics import Metrics, request_facts
-from app.offload import off_loop
+from app.observability.metric_labels import TEMPLATE
+from app.observability.metrics import Metrics, request_facts
+from app.observability.tracing import span
 from app.pipeline.prepare import Prepared, PromptPreparer
 from app.pipeline.upstream import (
     Answered,
@@ -50,12 +51,11 @@ from app.schemas import (
     RenderRequest,
     RenderResult,
 )
-from app.tracing import span
 
 log = structlog.get_logger(__name__)
 
 CompletionSlot = Callable[[], AbstractAsyncContextManager[object]]
-"""A global concurrency slot held for one whole completion (see `app.limits`)."""
+"""A global concurrency slot held for one whole completion (see `app.concurrency.limits`)."""
 
 
 @contextlib.asynccontextmanager

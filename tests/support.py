@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from typer.testing import CliRunner, Result
 
 from app.auth import Scope
-from app.cli import cli
+from app.cli.main import cli
 from app.config import AnthropicSettings, OllamaSettings, OpenAISettings, Settings, UpstreamSettings
 from app.main import create_app
 from tests.fakes.provider_server import FakeProviderServer

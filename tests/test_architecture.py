@@ -1,4 +1,5 @@
-"""The layers of `app/` as the README draws them, checked on the real import graph (grimp).
+"""The layers of `app/` as docs/architecture.md and the README draw them, checked on the real
+import graph (grimp); the drawings are checked against this list and against `app/` itself.
 
 An import counts wherever it is written: at module level, inside a function, or under
 `if TYPE_CHECKING:` (a type-only import still ties the layers together). A failure names the
@@ -8,6 +9,7 @@ offending import chain, with line numbers, so the fix is obvious from the messag
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 import textwrap
 from collections.abc import Iterable, Iterator
@@ -17,29 +19,24 @@ import grimp
 import pytest
 
 PACKAGE = "app"
+REPO = Path(__file__).resolve().parents[1]
+# Each draws the layers as a tree under `app/`, one line per layer, siblings joined by " | ".
+DRAWINGS = (REPO / "docs" / "architecture.md", REPO / "README.md")
 
 # Top to bottom: a layer may import any layer below it, never one above. Names in one layer
-# marked independent may not import each other either.
+# are independent: they may not import each other either. Each name is a folder of app/ (or one
+# of the four modules at its root), so this list is `ls app/` in layer order.
 LAYERS: list[grimp.Layer] = [
-    # Entry points: the ASGI factory and the `genai` command.
-    grimp.Layer(
-        "main",
-        "cli",
-        "cli_jobs",
-        "cli_keys",
-        "cli_snippets",
-        "cli_store",
-        "cli_runner",
-        "preflight",
-        "http_protocol",
-        independent=False,
-    ),
+    grimp.Layer("main", "cli"),  # entry points: the ASGI factory | the `genai` command
+    # HTTP plumbing around the routes: request context, shedding, authentication, the body
+    # limit, and uvicorn's protocol bounding a request's head.
+    grimp.Layer("middleware"),
     grimp.Layer("api"),  # HTTP: parse, call, shape the response
-    grimp.Layer("runtime"),  # the composition root: builds and closes everything long-lived
+    grimp.Layer("runtime"),  # the composition root: builds, starts and closes everything long-lived
     grimp.Layer("service"),  # the completion pipeline
     grimp.Layer("audit"),  # the audit trail and replay: never the service
     grimp.Layer("pipeline"),  # prompt preparation shared by the service and replay
-    grimp.Layer("snippets", "readiness", independent=False),
+    grimp.Layer("snippets"),
     grimp.Layer("catalog", "prompts"),  # file patterns | prompt assembly: siblings
     grimp.Layer("routing"),
     grimp.Layer("providers"),
@@ -48,19 +45,14 @@ LAYERS: list[grimp.Layer] = [
     grimp.Layer("store"),
     grimp.Layer("cache"),  # the response cache: answers by key, memory or Redis; below the service
     grimp.Layer("tracking"),  # pure fingerprints and provenance
-    # Concurrency limits and load shedding | when work leaves the event loop: no app imports.
-    grimp.Layer("limits", "offload"),
-    # config reads config_file (the genai.yaml source), which knows Settings only as a class.
-    grimp.Layer(
-        "metrics",
-        "metric_labels",
-        "logging",
-        "tracing",
-        "config",
-        "config_file",
-        independent=False,
-    ),
-    grimp.Layer("error_body", "errors", "schemas", independent=False),
+    # Concurrency limits and load shedding; when work leaves the event loop.
+    grimp.Layer("concurrency"),
+    # Metrics and their bounded labels, tracing, the structlog set-up, readiness.
+    grimp.Layer("observability"),
+    # Settings, and the genai.yaml source that knows Settings only as a class.
+    grimp.Layer("config"),
+    grimp.Layer("errors"),  # the one error hierarchy
+    grimp.Layer("schemas"),  # every data shape that crosses a boundary
 ]
 
 
@@ -192,6 +184,40 @@ def test_every_part_of_app_has_a_layer(graph: grimp.ImportGraph) -> None:
     """A new package or module must be placed in LAYERS, so nothing escapes the contract."""
     placed = {f"{PACKAGE}.{tail}" for layer in LAYERS for tail in layer.module_tails}
     assert graph.find_children(PACKAGE) <= placed, graph.find_children(PACKAGE) - placed
+
+
+def test_every_layer_names_a_part_of_app(graph: grimp.ImportGraph) -> None:
+    """No layer is left naming a module that moved: LAYERS stays `ls app/`, in layer order."""
+    placed = {f"{PACKAGE}.{tail}" for layer in LAYERS for tail in layer.module_tails}
+    assert placed <= graph.find_children(PACKAGE), placed - graph.find_children(PACKAGE)
+
+
+def test_every_folder_of_app_is_a_package() -> None:
+    """A folder of modules without `__init__.py` is invisible to grimp, so to every check here."""
+    root = Path(__file__).resolve().parents[1] / PACKAGE
+    folders = {path.parent for path in root.rglob("*.py")}
+    assert not {f for f in folders if not (f / "__init__.py").exists()}
+
+
+def drawn_layers(text: str) -> list[list[str]]:
+    """The layers a document's ```text block under `app/` draws, top to bottom, as written
+    (`catalog/`, `errors.py`)."""
+    block = text.split("```text\napp/\n", 1)[1].split("```", 1)[0]
+    rows = (re.match(r"[├└]── (\S+(?: \| \S+)*)", line) for line in block.splitlines())
+    return [row[1].split(" | ") for row in rows if row]
+
+
+@pytest.mark.parametrize("document", DRAWINGS, ids=lambda path: path.name)
+def test_the_drawing_of_the_layers_is_this_list_and_is_app(document: Path) -> None:
+    drawn = drawn_layers(document.read_text(encoding="utf-8"))
+    tails = [[name.removesuffix("/").removesuffix(".py") for name in row] for row in drawn]
+    assert [set(row) for row in tails] == [set(layer.module_tails) for layer in LAYERS]
+    listed = {
+        entry.name + ("/" if entry.is_dir() else "")
+        for entry in (REPO / PACKAGE).iterdir()
+        if entry.name != "__pycache__" and (entry.is_dir() or entry.suffix == ".py")
+    }
+    assert {name for row in drawn for name in row} == listed - {"__init__.py"}
 
 
 def test_audit_never_imports_the_service(graph: grimp.ImportGraph) -> None:

@@ -31,7 +31,7 @@ from app.catalog.renderer import TemplateRenderer
 from app.catalog.resolver import SourceResolver
 from app.config import CacheSettings, Settings
 from app.errors import ConfigurationError, InvalidPattern
-from app.metrics import Metrics
+from app.observability.metrics import Metrics
 from app.schemas import (
     Message,
     ModelParams,

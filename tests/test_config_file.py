@@ -1,4 +1,4 @@
-"""The genai.yaml configuration file (`app.config_file`): where it ranks, what it refuses, and the
+"""The genai.yaml configuration file (`app.config.file`): where it ranks, what it refuses, and the
 OpenAI-compatible endpoints it declares, end to end against the loopback fake."""
 
 from __future__ import annotations

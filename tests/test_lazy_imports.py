@@ -15,7 +15,7 @@ from tests.processes import run_process
 
 _PROBE = """
 import json, sys
-from app.cli import cli
+from app.cli.main import cli
 from app.config import Settings
 from app.providers.registry import ProviderRegistry
 registry = ProviderRegistry.from_settings(Settings(_env_file=None))

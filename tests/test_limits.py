@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from app.concurrency.limits import ConcurrencyLimits, Limit
 from app.config import LimitSettings
 from app.errors import ConfigurationError, Overloaded
-from app.limits import ConcurrencyLimits, Limit
-from app.metrics import Metrics
+from app.observability.metrics import Metrics
 
 
 async def settle() -> None:

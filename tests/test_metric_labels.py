@@ -10,8 +10,14 @@ from hypothesis import strategies as st
 from prometheus_client import Counter
 
 from app.config import Settings
-from app.metric_labels import OTHER, PATTERN_MODELS_SECONDS, TEMPLATE, Bounded, LabelVocabulary
-from app.metrics import Metrics
+from app.observability.metric_labels import (
+    OTHER,
+    PATTERN_MODELS_SECONDS,
+    TEMPLATE,
+    Bounded,
+    LabelVocabulary,
+)
+from app.observability.metrics import Metrics
 from app.routing.policy import configured_model_ids
 
 MODELS = frozenset({"openai/gpt-4o-mini", "anthropic/claude-haiku-4-5"})

@@ -1,5 +1,6 @@
-"""Work that grows with the input leaves the event loop once the input is large (app/offload.py),
-body parsing and validation included (app/api/body.py), and the answer is the same either way."""
+"""Work that grows with the input leaves the event loop once the input is large
+(app/concurrency/offload.py), body parsing and validation included (app/api/body.py), and the
+answer is the same either way."""
 
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from app import offload
 from app.api import body
 from app.api.body import OffLoopBodyRoute
 from app.auth import Scope
+from app.concurrency import offload
+from app.concurrency.offload import OFFLOAD_CHARS, note_body_size, off_loop
 from app.main import API_MODULES
-from app.offload import OFFLOAD_CHARS, note_body_size, off_loop
 from app.schemas import RenderRequest
 from app.schemas.base import InputLimits, input_limits, unsafe_input
 from tests.fakes.provider_server import FakeProviderServer

@@ -9,8 +9,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.config import ModelPrice, Settings
 from app.errors import ConfigurationError
-from app.metric_labels import LabelVocabulary
-from app.metrics import Metrics
+from app.observability.metric_labels import LabelVocabulary
+from app.observability.metrics import Metrics
 from app.routing.prices import PriceTable
 from app.schemas import Usage
 from tests.fakes.provider_server import FakeProviderServer, Reply

@@ -21,7 +21,7 @@ LOWER_LAYERS = (
     "app.store",
     "app.tracking",
 )
-HIGHER = ("app.service", "app.runtime", "app.api", "app.main")
+HIGHER = ("app.service", "app.runtime", "app.api", "app.middleware", "app.main", "app.cli")
 
 
 @pytest.fixture(scope="module")

@@ -4,10 +4,10 @@ FastAPI parses and validates a body on the event loop. For a few kilobytes that 
 way; for a body of megabytes (variables, a long conversation, tool schemas) it is tenths of a
 second in which no other request, not even `/healthz`, is served. This route class reads and
 validates a JSON body itself, with FastAPI's own field and error shapes: inline when small, in a
-worker thread past OFFLOAD_CHARS (app/offload.py). It hands FastAPI the validated model, which
-pydantic accepts as it is (an instance of the model is not validated again). A thread does not
-help a single C call that holds the interpreter lock, so a body holding more values than a
-request may is refused before it is parsed, and the parser is the fastest there is.
+worker thread past OFFLOAD_CHARS (app/concurrency/offload.py). It hands FastAPI the validated
+model, which pydantic accepts as it is (an instance of the model is not validated again). A thread
+does not help a single C call that holds the interpreter lock, so a body holding more values than
+a request may is refused before it is parsed, and the parser is the fastest there is.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
+from app.concurrency.offload import note_body_size, off_loop
 from app.errors import RequestProblem
-from app.offload import note_body_size, off_loop
 from app.schemas.base import current_limits, too_many_values
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]

@@ -53,13 +53,13 @@ from app.api.deps import (
     ProvidersDep,
     SettingsDep,
 )
+from app.api.error_body import error_body, error_json
 from app.api.errors import error_responses
 from app.api.responses import GatewayJSONResponse, json_bytes
+from app.concurrency.offload import off_loop
 from app.config import Settings
 from app.dialects import openai as dialect
-from app.error_body import error_body, error_json
 from app.errors import InvalidConversation, InvalidModel, UnsupportedParameter
-from app.offload import off_loop
 from app.providers.base import ReasoningDelta, ToolCallDelta
 from app.providers.registry import provider_names
 from app.routing.aliases import ModelAliases

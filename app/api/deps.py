@@ -22,9 +22,9 @@ from app.auth.keys import Scope
 from app.catalog import PatternCatalog
 from app.catalog.renderer import TemplateRenderer
 from app.config import Settings
-from app.metrics import Metrics
+from app.observability.metrics import Metrics
+from app.observability.readiness import AuditBacklog, Readiness
 from app.providers.registry import ProviderRegistry
-from app.readiness import AuditBacklog, Readiness
 from app.runtime import Runtime
 from app.schemas import CompletionEnvelope, RenderRequest
 from app.service import GenAIService

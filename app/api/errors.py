@@ -11,8 +11,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
+from app.api.error_body import error_body, error_json
 from app.api.error_dialects import anthropic_error, dialect_for, openai_error
-from app.error_body import error_body, error_json
 from app.errors import (
     GenAIError,
     InvalidRequest,

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.api.deps import AuditBacklogDep, MetricsDep, ReadinessDep
-from app.readiness import ReadinessReport
+from app.observability.readiness import ReadinessReport
 
 router = APIRouter(tags=["health"])
 

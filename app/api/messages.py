@@ -25,6 +25,7 @@ from app.api.conversation import (
     to_render_request,
 )
 from app.api.deps import CanComplete, CompleterDep, ServiceDep
+from app.api.error_body import error_body, error_json
 from app.api.error_dialects import anthropic_error
 from app.api.errors import error_responses
 from app.api.messages_schemas import (
@@ -37,10 +38,9 @@ from app.api.messages_schemas import (
     AnthropicUsage,
 )
 from app.api.responses import GatewayJSONResponse, json_bytes
+from app.concurrency.offload import off_loop
 from app.dialects import anthropic as dialect
-from app.error_body import error_body, error_json
 from app.errors import InvalidConversation, UnsupportedParameter
-from app.offload import off_loop
 from app.providers.base import ReasoningDelta, ToolCallDelta
 from app.schemas import (
     CompletionEnvelope,

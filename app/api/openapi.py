@@ -15,11 +15,11 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from app.api.auth import is_protected
 from app.api.error_dialects import Dialect, dialect_for
 from app.api.messages_schemas import AnthropicErrorBody
 from app.api.openapi_examples import add_examples
 from app.auth.keys import Scope
+from app.auth.protected import is_protected
 from app.errors import error_types
 from app.schemas import ErrorBody
 

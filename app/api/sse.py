@@ -17,8 +17,8 @@ import structlog
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from app.api.error_body import error_body, error_json
 from app.api.responses import json_bytes
-from app.error_body import error_body, error_json
 from app.providers.base import ReasoningDelta, ToolCallDelta
 from app.schemas import CompletionEnvelope
 from app.service import ClientStoppedReading, StreamDelta, StreamFailed, StreamOutput

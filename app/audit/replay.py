@@ -13,7 +13,7 @@ from app.catalog import PatternCatalog
 from app.catalog.chat import CHAT_BASE_PATH, CHAT_HASHES
 from app.catalog.templates import FALLBACK_SHA256
 from app.errors import GenAIError, JobNotFound, ReplayUnavailable
-from app.metrics import Metrics
+from app.observability.metrics import Metrics
 from app.pipeline.prepare import PromptPreparer
 from app.schemas import (
     DriftFinding,

@@ -28,8 +28,9 @@ from typing import Any, Literal
 from sqlalchemy import String
 
 from app.audit.redaction import Redactor, clip
+from app.concurrency.offload import off_loop
 from app.errors import GenAIError, JobNotFound, StoreUnavailable
-from app.offload import off_loop
+from app.observability.tracing import span
 from app.pipeline.prepare import Prepared
 from app.prompts.structured import Attempt
 from app.providers import ProviderReply
@@ -46,7 +47,6 @@ from app.store.records import JobOutcome, PendingJob
 from app.store.secrets import ReplayVault
 from app.store.tables import Job
 from app.store.writer import AuditWriter
-from app.tracing import span
 from app.tracking import sha256_hex
 
 INTERRUPTED_MESSAGE = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from app.cache.base import ResponseCache
 from app.cache.memory import MemoryCache
 from app.config import Settings
-from app.metrics import Metrics
+from app.observability.metrics import Metrics
 
 
 def build_cache(settings: Settings, *, metrics: Metrics, data_key: bytes) -> ResponseCache:

@@ -10,7 +10,7 @@ import structlog
 
 from app.cache.answer import CachedAnswer, UnreadableEntry, decode_answer, encode_answer
 from app.cache.base import CacheBackend
-from app.metrics import Metrics
+from app.observability.metrics import Metrics
 
 log = structlog.get_logger(__name__)
 

@@ -33,7 +33,7 @@ from app.cache.answer import (
 from app.cache.base import CacheBackend
 from app.cache.seal import AnswerSealer
 from app.errors import ConfigurationError
-from app.metrics import Metrics
+from app.observability.metrics import Metrics
 
 log = structlog.get_logger(__name__)
 

@@ -14,8 +14,8 @@ import structlog
 
 from app.catalog.resolver import SourceResolver
 from app.catalog.source import RenderedSource
+from app.concurrency.offload import off_loop
 from app.errors import InvalidConversation, MissingSnippets, Shortfall
-from app.offload import off_loop
 from app.prompts.assembler import InstructionContext, PromptAssembler, TaskInstructions
 from app.providers.base import ProviderDescriptor
 from app.routing.capabilities import (

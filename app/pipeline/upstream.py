@@ -23,6 +23,7 @@ from typing import TypeVar
 
 import structlog
 
+from app.concurrency.limits import GLOBAL_LIMIT
 from app.errors import (
     AnswerTooLarge,
     DeadlineExceeded,
@@ -34,8 +35,8 @@ from app.errors import (
     UpstreamRateLimited,
     UpstreamTimeout,
 )
-from app.limits import GLOBAL_LIMIT
-from app.metrics import Metrics
+from app.observability.metrics import Metrics
+from app.observability.tracing import AttributeValue, Span, begin_span, span
 from app.pipeline.prepare import Prepared, PromptPreparer
 from app.prompts.repair import Answer, RepairLoop
 from app.prompts.structured import Attempt
@@ -50,13 +51,12 @@ from app.providers.base import (
 )
 from app.providers.retry import RetryPolicy
 from app.schemas import CallAttempt, Message, ResponseFormat
-from app.tracing import AttributeValue, Span, begin_span, span
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
 
 ProviderSlot = Callable[[str], AbstractAsyncContextManager[object]]
-"""A per-provider concurrency slot held for one upstream call (see `app.limits`)."""
+"""A per-provider concurrency slot held for one upstream call (see `app.concurrency.limits`)."""
 
 
 @contextlib.asynccontextmanager

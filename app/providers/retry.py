@@ -16,7 +16,7 @@ from tenacity.wait import wait_random_exponential
 
 from app.config import UpstreamSettings
 from app.errors import ProviderError, UpstreamError, UpstreamRateLimited
-from app.metrics import Metrics
+from app.observability.metrics import Metrics
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)

@@ -138,6 +138,16 @@ class FrozenModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def is_unset(value: Any) -> bool:
+    """`exclude_if` of an optional field: a None is left out of the JSON, not written as null."""
+    return value is None
+
+
+def is_empty(value: Any) -> bool:
+    """`exclude_if` of a list field: an empty one is left out of the JSON."""
+    return not value
+
+
 def refuse_unsafe(data: Any) -> Any:
     """`data` when `unsafe_input` finds nothing in it; a ValueError saying where otherwise.
     The `mode="before"` validator of every shape callers send."""

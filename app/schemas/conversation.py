@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 import jsonschema_rs
 from pydantic import ConfigDict, Field, StrictBool, field_validator, model_validator
 
-from app.schemas.base import FrozenModel
+from app.schemas.base import FrozenModel, is_empty, is_unset
 
 # OpenAI's rule for function names widened to Anthropic's length; both refuse anything else.
 TOOL_NAME = r"^[A-Za-z0-9_-]{1,128}$"
@@ -29,14 +29,6 @@ IMAGE_URL = r"^(https?://|data:image/[A-Za-z0-9.+-]{1,40};base64,)"
 MAX_TOOLS = 512
 """More tools than any provider accepts (OpenAI allows 128): a bigger list is a mistake."""
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
-
-
-def _is_none(value: Any) -> bool:
-    return value is None
-
-
-def _is_empty(value: Any) -> bool:
-    return not value
 
 
 def check_json_schema(schema: dict[str, Any], *, must_be_object: bool) -> dict[str, Any]:
@@ -60,7 +52,7 @@ class CacheControl(FrozenModel):
     """An Anthropic prompt-cache breakpoint; kept for Anthropic, left out for other providers."""
 
     type: Literal["ephemeral"] = "ephemeral"
-    ttl: Literal["5m", "1h"] | None = Field(default=None, exclude_if=_is_none)
+    ttl: Literal["5m", "1h"] | None = Field(default=None, exclude_if=is_unset)
 
 
 def _type_required(schema: dict[str, Any]) -> None:
@@ -74,7 +66,7 @@ class TextPart(FrozenModel):
 
     type: Literal["text"] = "text"
     text: str
-    cache_control: CacheControl | None = Field(default=None, exclude_if=_is_none)
+    cache_control: CacheControl | None = Field(default=None, exclude_if=is_unset)
 
 
 class ImagePart(FrozenModel):
@@ -87,8 +79,8 @@ class ImagePart(FrozenModel):
     url: str = Field(
         pattern=IMAGE_URL, description="An http(s) URL or a data:image/<type>;base64,… URI."
     )
-    detail: Literal["auto", "low", "high"] | None = Field(default=None, exclude_if=_is_none)
-    cache_control: CacheControl | None = Field(default=None, exclude_if=_is_none)
+    detail: Literal["auto", "low", "high"] | None = Field(default=None, exclude_if=is_unset)
+    cache_control: CacheControl | None = Field(default=None, exclude_if=is_unset)
 
 
 def is_data_image(url: str) -> bool:
@@ -110,7 +102,7 @@ class ToolCall(FrozenModel):
     id: str = Field(pattern=TOOL_CALL_ID)
     name: str = Field(pattern=TOOL_NAME)
     arguments: str = Field(description="A JSON object, as text.")
-    cache_control: CacheControl | None = Field(default=None, exclude_if=_is_none)
+    cache_control: CacheControl | None = Field(default=None, exclude_if=is_unset)
 
 
 class ReasoningBlock(FrozenModel):
@@ -118,9 +110,9 @@ class ReasoningBlock(FrozenModel):
     `thinking` block with its signature, or its encrypted `redacted_thinking`)."""
 
     type: Literal["thinking", "redacted_thinking"]
-    thinking: str | None = Field(default=None, exclude_if=_is_none)
-    signature: str | None = Field(default=None, exclude_if=_is_none)
-    data: str | None = Field(default=None, exclude_if=_is_none)
+    thinking: str | None = Field(default=None, exclude_if=is_unset)
+    signature: str | None = Field(default=None, exclude_if=is_unset)
+    data: str | None = Field(default=None, exclude_if=is_unset)
 
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -132,13 +124,13 @@ class Message(FrozenModel):
 
     role: Role
     content: str | list[Part] = ""
-    tool_calls: list[ToolCall] = Field(default_factory=list, exclude_if=_is_empty)
-    tool_call_id: str | None = Field(default=None, pattern=TOOL_CALL_ID, exclude_if=_is_none)
-    is_error: StrictBool | None = Field(default=None, exclude_if=_is_none)
-    reasoning: list[ReasoningBlock] = Field(default_factory=list, exclude_if=_is_empty)
+    tool_calls: list[ToolCall] = Field(default_factory=list, exclude_if=is_empty)
+    tool_call_id: str | None = Field(default=None, pattern=TOOL_CALL_ID, exclude_if=is_unset)
+    is_error: StrictBool | None = Field(default=None, exclude_if=is_unset)
+    reasoning: list[ReasoningBlock] = Field(default_factory=list, exclude_if=is_empty)
     cache_control: CacheControl | None = Field(
         default=None,
-        exclude_if=_is_none,
+        exclude_if=is_unset,
         description="A tool result's own cache breakpoint (Anthropic); parts carry their own.",
     )
 
@@ -201,10 +193,10 @@ class Tool(FrozenModel):
     """A function the model may call; `parameters` is the JSON Schema of its arguments."""
 
     name: str = Field(pattern=TOOL_NAME)
-    description: str | None = Field(default=None, max_length=100_000, exclude_if=_is_none)
+    description: str | None = Field(default=None, max_length=100_000, exclude_if=is_unset)
     parameters: dict[str, Any] = Field(default_factory=lambda: dict(EMPTY_PARAMETERS))
-    strict: StrictBool | None = Field(default=None, exclude_if=_is_none)
-    cache_control: CacheControl | None = Field(default=None, exclude_if=_is_none)
+    strict: StrictBool | None = Field(default=None, exclude_if=is_unset)
+    cache_control: CacheControl | None = Field(default=None, exclude_if=is_unset)
 
     @field_validator("parameters")
     @classmethod
@@ -216,7 +208,7 @@ class ToolChoice(FrozenModel):
     """auto: the model decides; none: no call; required: at least one call; tool: that one."""
 
     type: Literal["auto", "none", "required", "tool"]
-    name: str | None = Field(default=None, pattern=TOOL_NAME, exclude_if=_is_none)
+    name: str | None = Field(default=None, pattern=TOOL_NAME, exclude_if=is_unset)
 
     @model_validator(mode="after")
     def _named_only_for_tool(self) -> ToolChoice:
@@ -230,9 +222,9 @@ class ResponseFormat(FrozenModel):
 
     type: Literal["json_object", "json_schema"]
     name: str = Field(default="output", pattern=FORMAT_NAME)
-    json_schema: dict[str, Any] | None = Field(default=None, exclude_if=_is_none)
-    description: str | None = Field(default=None, max_length=10_000, exclude_if=_is_none)
-    strict: StrictBool | None = Field(default=None, exclude_if=_is_none)
+    json_schema: dict[str, Any] | None = Field(default=None, exclude_if=is_unset)
+    description: str | None = Field(default=None, max_length=10_000, exclude_if=is_unset)
+    strict: StrictBool | None = Field(default=None, exclude_if=is_unset)
 
     @model_validator(mode="after")
     def _schema_for_json_schema(self) -> ResponseFormat:
@@ -253,8 +245,8 @@ class ToolSet(FrozenModel):
     several at once (None: the provider's default)."""
 
     tools: list[Tool] = Field(min_length=1, max_length=MAX_TOOLS)
-    choice: ToolChoice | None = Field(default=None, exclude_if=_is_none)
-    parallel: StrictBool | None = Field(default=None, exclude_if=_is_none)
+    choice: ToolChoice | None = Field(default=None, exclude_if=is_unset)
+    parallel: StrictBool | None = Field(default=None, exclude_if=is_unset)
 
     @model_validator(mode="after")
     def _consistent(self) -> ToolSet:

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.api import limits
+from app.middleware import body_limit
 from tests.fakes.provider_server import FakeProviderServer
 from tests.support import serve_app, settings_for
 
@@ -347,7 +347,7 @@ async def test_a_declared_length_over_the_limit_is_refused_and_the_body_thrown_a
 async def test_a_chunked_body_is_cut_off_and_drained_no_further_than_the_bound(
     small_limit: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(limits, "DRAIN_BYTES", 64 * 1024)
+    monkeypatch.setattr(body_limit, "DRAIN_BYTES", 64 * 1024)
     chunks_sent = 0
 
     async def endless() -> AsyncIterator[bytes]:

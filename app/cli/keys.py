@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from app.auth.keys import Scope
-from app.cli_runner import run
+from app.cli.runner import run
 from app.schemas import ApiKeyCreated, ApiKeyInfo
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from app.catalog.templates import check_new_template
-from app.cli_jobs import drift
-from app.cli_runner import run
+from app.cli.jobs import drift
+from app.cli.runner import run
 from app.config import Settings, get_settings
 from app.errors import ConfigurationError, StoreUnavailable
 from app.schemas import TemplateCreate

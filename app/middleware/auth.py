@@ -1,7 +1,7 @@
 """Authentication before anything else: a `/v1` request without a valid key is refused with 401
 before its body is read or parsed, so an anonymous caller learns nothing and costs little.
 
-The route's own dependency (`require` in deps.py) then checks the key's scope (403).
+The route's own dependency (`require` in app/api/deps.py) then checks the key's scope (403).
 """
 
 from __future__ import annotations
@@ -12,16 +12,11 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.errors import genai_error_response
-from app.api.limits import drain
 from app.auth.authenticator import Authenticator
+from app.auth.protected import is_protected
 from app.errors import GenAIError
+from app.middleware.body_limit import drain
 from app.runtime import Runtime
-
-PROTECTED_PREFIX = "/v1"
-
-
-def is_protected(path: str) -> bool:
-    return path == PROTECTED_PREFIX or path.startswith(PROTECTED_PREFIX + "/")
 
 
 class AuthMiddleware:

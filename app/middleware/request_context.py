@@ -1,110 +1,29 @@
-"""structlog set up once: context variables first, secrets scrubbed, JSON when not on a TTY."""
+"""Around every request (inside CORS alone): its id, its one log line, its metrics, its span.
+
+Also the last-resort handler: an unexpected exception becomes a plain 500 error body here.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import re
-import sys
 import time
 import uuid
-from collections.abc import Callable, MutableMapping
-from typing import Any
+from collections.abc import Callable
 
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.config import Settings
-from app.error_body import error_body, error_json
+from app.api.error_body import error_body, error_json
 from app.errors import GenAIError
-from app.metrics import Metrics, RequestFacts, open_request_facts
-from app.tracing import add_trace_ids, span, tracing_enabled
+from app.observability.metrics import Metrics, RequestFacts, open_request_facts
+from app.observability.tracing import span
 
-_SECRET_KEYS = re.compile(r"authorization|api[-_]?key|secret|password|cookie", re.IGNORECASE)
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 REQUEST_ID_HEADER = "x-request-id"
 OVERHEAD_HEADER = "x-genai-overhead-ms"
 _TRACE_HEADERS = (b"traceparent", b"tracestate")
-
-
-def scrub_secrets(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    """Never let a credential reach a log line, whatever a caller binds."""
-    for key in list(event):
-        if _SECRET_KEYS.search(key):
-            event[key] = "[redacted]"
-    return event
-
-
-def logs_as_json(settings: Settings) -> bool:
-    return settings.log_json if settings.log_json is not None else not sys.stderr.isatty()
-
-
-def _renderer(as_json: bool) -> Any:
-    return structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer()
-
-
-def configure_logging(settings: Settings) -> None:
-    """Call after `configure_tracing`: with tracing on, every line names its trace and span."""
-    as_json = logs_as_json(settings)
-    renderer = _renderer(as_json)
-    traced = [add_trace_ids] if tracing_enabled() else []
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            *traced,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            scrub_secrets,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelNamesMapping().get(settings.log_level.upper(), logging.INFO)
-        ),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        cache_logger_on_first_use=False,
-    )
-
-
-def uvicorn_formatter(as_json: bool) -> logging.Formatter:
-    """Uvicorn's own lines (start-up, errors) rendered like ours: timestamp, level, JSON."""
-    return structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=[
-            structlog.contextvars.merge_contextvars,
-            structlog.stdlib.add_log_level,
-            structlog.stdlib.add_logger_name,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            scrub_secrets,
-        ],
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, _renderer(as_json)],
-    )
-
-
-def uvicorn_log_config(settings: Settings) -> dict[str, Any]:
-    """uvicorn's `log_config`: its loggers write through `uvicorn_formatter` to stderr.
-
-    Plain data (the formatter named by its import path), because uvicorn hands it to every
-    worker process.
-    """
-    level = settings.log_level.upper()
-    return {
-        "version": 1,
-        "disable_existing_loggers": False,
-        "formatters": {
-            "structlog": {"()": "app.logging.uvicorn_formatter", "as_json": logs_as_json(settings)}
-        },
-        "handlers": {
-            "stderr": {
-                "class": "logging.StreamHandler",
-                "formatter": "structlog",
-                "stream": "ext://sys.stderr",
-            }
-        },
-        "loggers": {
-            name: {"handlers": ["stderr"], "level": level, "propagate": False}
-            for name in ("uvicorn", "uvicorn.error", "uvicorn.access")
-        },
-    }
 
 
 def route_template(scope: Scope) -> str:

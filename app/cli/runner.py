@@ -1,6 +1,6 @@
 """How every `genai` command runs its work and how any of them fails: one runner, one report.
 
-    GenAIError          the API's `{"error": …}` body (app/error_body.py) on stderr, exit 1
+    GenAIError          the API's `{"error": …}` body (app/api/error_body.py) on stderr, exit 1
     ConfigurationError  `genai: SETTING: problem`, one line on stderr (one per problem for
                         ConfigurationProblems, e.g. a config file's), exit 2
     ValidationError     `genai: FIELD: problem`, one line per field, exit 2 (bad command input)
@@ -20,8 +20,8 @@ import typer
 from pydantic import ValidationError
 from typer.core import TyperGroup
 
+from app.api.error_body import error_body, error_json
 from app.config import Settings, get_settings
-from app.error_body import error_body, error_json
 from app.errors import ConfigurationError, ConfigurationProblems, GenAIError
 from app.store.db import check_reachable
 

@@ -20,7 +20,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
-from app.config_file import ConfigFileSource
+from app.config.file import ConfigFileSource
 from app.errors import ConfigurationError
 from app.schemas.base import InputLimits
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from app.metric_labels import Bounded, LabelVocabulary
+from app.observability.metric_labels import Bounded, LabelVocabulary
 from app.schemas import Usage
 
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -110,8 +110,8 @@ def shared_across_workers(workers: int) -> Iterator[Path | None]:
 
 class Metrics:
     """Every series the gateway exports. Each labelled one is `Bounded` by `labels`, the
-    vocabulary of what a label value may be (`app.metric_labels`): a caller's made-up model or
-    pattern is counted as `other`, never as a series of its own."""
+    vocabulary of what a label value may be (`app.observability.metric_labels`): a caller's
+    made-up model or pattern is counted as `other`, never as a series of its own."""
 
     def __init__(self, *, labels: LabelVocabulary | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -229,7 +229,7 @@ class Metrics:
             registry=registry,
             multiprocess_mode="livesum",
         )
-        # Concurrency limits (app/limits.py): `limit` is "global" or "provider:<name>".
+        # Concurrency limits (app/concurrency/limits.py): `limit` is "global" or "provider:<name>".
         self.shed = counter(
             "genai_shed_total",
             "Requests answered 503 overloaded because a limit and its wait queue were full.",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, get_args
 import typer
 from sqlalchemy.engine import make_url
 
-from app.cli_runner import run
+from app.cli.runner import run
 from app.config import Settings, get_settings
 from app.errors import ConfigurationError
 from app.schemas import DriftReport, JobRecord, ReplayResult

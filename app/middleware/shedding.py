@@ -3,7 +3,7 @@
 A pure ASGI middleware outside authentication, so a request that would only be refused costs
 no key check, no body read and no validation: under overload the event loop's time goes to the
 requests it admitted (`bench/overload.py` measures it). The limit itself still decides at
-acquisition (`app/limits.py`); this only answers the obvious cases early.
+acquisition (`app/concurrency/limits.py`); this only answers the obvious cases early.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import Final
 
 from app.config import LimitSettings
 from app.errors import ConfigurationError, Overloaded
-from app.metrics import Metrics
+from app.observability.metrics import Metrics
 
 GLOBAL_LIMIT: Final = "global"
 PROVIDER_LIMIT_PREFIX: Final = "provider:"

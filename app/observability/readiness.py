@@ -1,7 +1,8 @@
 """Readiness: can this process serve completions now? One component answers /readyz.
 
 It asks each part for its own state (patterns, providers, the audit store and its backlog) and
-never reaches through another component, so /readyz depends on it alone.
+never reaches through another component, so /readyz depends on it alone. Each part is seen
+through the small protocol below, so this module knows none of them: the runtime hands them in.
 """
 
 from __future__ import annotations
@@ -12,9 +13,23 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.catalog import PatternCatalog
-from app.errors import StoreUnavailable
-from app.providers import ProviderRegistry
+from app.errors import InvalidPattern, StoreUnavailable
+
+
+class PatternsState(Protocol):
+    """The pattern catalog, as readiness sees it."""
+
+    def missing_roots(self) -> list[str]: ...
+
+    def names(self) -> list[str]: ...
+
+    def problems(self) -> dict[str, InvalidPattern]: ...
+
+
+class ProvidersState(Protocol):
+    """The provider registry, as readiness sees it: each known provider, configured or not."""
+
+    def status(self) -> dict[str, bool]: ...
 
 
 class AuditBacklog(Protocol):
@@ -69,8 +84,8 @@ class Readiness:
     def __init__(
         self,
         *,
-        patterns: PatternCatalog,
-        providers: ProviderRegistry,
+        patterns: PatternsState,
+        providers: ProvidersState,
         schema_is_current: Callable[[], Awaitable[bool]],
         store_probe: Callable[[], Awaitable[None]],
         audit_backlog: AuditBacklog,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from app.cli_runner import run
+from app.cli.runner import run
 from app.schemas import SnippetIn
 from app.snippets.fields import normalise_tags
 

@@ -1,0 +1,40 @@
+"""The `genai` command: the root group, its command groups and `main`, the console script."""
+
+from __future__ import annotations
+
+import typer
+
+from app.cli.jobs import drift, jobs_cli
+from app.cli.keys import keys_cli
+from app.cli.patterns import patterns_cli, render
+from app.cli.runner import OperatorErrors
+from app.cli.serve import serve
+from app.cli.snippets import snippets_cli
+from app.cli.store import db_cli, templates_cli
+from app.config import get_settings
+from app.observability.logging import configure_logging
+
+cli = typer.Typer(
+    cls=OperatorErrors,
+    help="GenAI Service: a completion gateway with provable provenance.",
+    no_args_is_help=True,
+)
+cli.add_typer(patterns_cli, name="patterns")
+cli.add_typer(db_cli, name="db")
+cli.add_typer(templates_cli, name="templates")
+cli.add_typer(snippets_cli, name="snippets")
+cli.add_typer(keys_cli, name="keys")
+cli.add_typer(jobs_cli, name="jobs")
+cli.command("drift")(drift)
+cli.command()(serve)
+cli.command()(render)
+
+
+@cli.callback()
+def _configure() -> None:
+    # Commands print their results; only warnings belong beside them. (`serve` configures its own.)
+    configure_logging(get_settings().model_copy(update={"log_level": "WARNING"}))
+
+
+def main() -> None:
+    cli()

@@ -1,0 +1,40 @@
+"""Settings in one typed object (settings.py), read from the environment, `.env` and the
+`genai.yaml` file (file.py); `from app.config import Settings` is the way in."""
+
+from app.config.settings import (
+    BUILTIN_PROVIDERS,
+    TASK_MODEL_ENV_PREFIX,
+    AnthropicSettings,
+    AuditSettings,
+    CacheSettings,
+    EndpointSettings,
+    LimitSettings,
+    ModelPrice,
+    OllamaSettings,
+    OpenAISettings,
+    RequestSettings,
+    Settings,
+    UpstreamSettings,
+    get_settings,
+    settings_error,
+    task_model_env_name,
+)
+
+__all__ = [
+    "BUILTIN_PROVIDERS",
+    "TASK_MODEL_ENV_PREFIX",
+    "AnthropicSettings",
+    "AuditSettings",
+    "CacheSettings",
+    "EndpointSettings",
+    "LimitSettings",
+    "ModelPrice",
+    "OllamaSettings",
+    "OpenAISettings",
+    "RequestSettings",
+    "Settings",
+    "UpstreamSettings",
+    "get_settings",
+    "settings_error",
+    "task_model_env_name",
+]

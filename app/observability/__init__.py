@@ -1,0 +1,2 @@
+"""What operators see: metrics (every label from a bounded set), traces, structured logs, and
+readiness (/readyz)."""

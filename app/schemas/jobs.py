@@ -1,0 +1,142 @@
+"""The audit trail as callers read it: a job's record (its texts redacted), a replay's proof,
+and the drift report."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from app.schemas.base import FrozenModel, is_unset
+from app.schemas.conversation import Message, ResponseFormat, ToolCall, ToolSet
+from app.schemas.envelope import CallAttempt, RenderedPrompt, ValidationIssues
+
+
+class RecordedParams(FrozenModel):
+    """ModelParams as the audit record keeps them: its strings redacted (a `stop` may grow), so
+    none of ModelParams' input bounds apply; a field an older version had is still shown.
+    Only the parameters that were set are stored, and only those are shown."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    temperature: float | None = Field(default=None, exclude_if=is_unset)
+    max_tokens: int | None = Field(default=None, exclude_if=is_unset)
+    top_p: float | None = Field(default=None, exclude_if=is_unset)
+    stop: list[str] | None = Field(default=None, exclude_if=is_unset)
+    seed: int | None = Field(default=None, exclude_if=is_unset)
+    presence_penalty: float | None = Field(default=None, exclude_if=is_unset)
+    frequency_penalty: float | None = Field(default=None, exclude_if=is_unset)
+    logit_bias: dict[str, int] | None = Field(default=None, exclude_if=is_unset)
+    reasoning_effort: str | None = Field(default=None, exclude_if=is_unset)
+    verbosity: str | None = Field(default=None, exclude_if=is_unset)
+    thinking: str | None = Field(default=None, exclude_if=is_unset)
+    thinking_budget: int | None = Field(default=None, exclude_if=is_unset)
+
+
+class RecordedPrompt(FrozenModel):
+    """RenderedPrompt as the audit record keeps it: every text redacted. Empty in a record
+    written before its prompt was known (a row migrated from an old schema)."""
+
+    system: str = ""
+    messages: list[Message] = Field(default_factory=list)
+    tools: ToolSet | None = Field(default=None, exclude_if=is_unset)
+    response_format: ResponseFormat | None = Field(default=None, exclude_if=is_unset)
+
+
+class StructuredAttempt(FrozenModel):
+    """One structured-output try as the audit record keeps it, its strings redacted."""
+
+    attempt: int
+    valid: bool
+    issues: ValidationIssues
+    response: str
+
+
+class JobRecord(FrozenModel):
+    """A stored audit record; prompt and response are redacted, replay inputs never shown."""
+
+    id: str
+    request_id: str | None
+    created_at: dt.datetime
+    completed_at: dt.datetime | None
+    status: Literal["pending", "completed", "cached", "failed", "cancelled", "interrupted"]
+    error_type: str | None
+    error_message: str | None
+    source_kind: Literal["pattern", "template", "fallback"]
+    source_name: str
+    source_base_path: str
+    template_id: int | None
+    template_role: str | None
+    template_version: int | None
+    pattern_content_hash: str
+    variables_hash: str
+    user_prompt_hash: str
+    continuation_hash: str | None = Field(
+        default=None, description="prov-2: the hash of the turns after the user prompt."
+    )
+    provider: str
+    model: str
+    params: RecordedParams
+    finish_reason: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_input_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cost_usd: float | None = None
+    streamed: bool = False
+    latency_ms: float | None
+    upstream_latency_ms: float | None
+    prompt_redacted: RecordedPrompt
+    response_redacted: str | None
+    response_tool_calls: list[ToolCall] | None = Field(
+        default=None, description="The tool calls the model answered with, arguments redacted."
+    )
+    redaction_map: dict[str, str]
+    snippet_ids: list[str]
+    attempts: list[CallAttempt] | None = Field(
+        default=None, description="Every upstream call in order (retries and fallbacks)."
+    )
+    output_attempts: list[StructuredAttempt] | None = Field(
+        default=None, description="Structured-output attempts: outcome, issues, redacted answer."
+    )
+    escaped_fields: list[str] | None = Field(
+        default=None,
+        description="Fields whose NUL or lone-surrogate characters are stored as the text \\uXXXX.",
+    )
+    replay_available: bool
+
+
+class HashCheck(FrozenModel):
+    stored: str
+    recomputed: str | None
+    matches: bool
+
+
+class ReplayResult(FrozenModel):
+    """The rebuilt historical prompt and whether every fingerprint still matches."""
+
+    job_id: str
+    reproduced: bool
+    hashes: dict[str, HashCheck]
+    differing: list[str]
+    prompt: RenderedPrompt | None = Field(
+        description="The rebuilt prompt, redacted as stored unless `revealed`."
+    )
+    revealed: bool = Field(
+        default=False, description="True only when `reveal=true` returned the raw prompt."
+    )
+
+
+class DriftFinding(FrozenModel):
+    source_kind: str
+    source_name: str
+    template_version: int | None
+    recorded_sha256: str
+    current_sha256: str | None
+    jobs: int
+    reason: str
+
+
+class DriftReport(FrozenModel):
+    checked_sources: int
+    drifted: list[DriftFinding]

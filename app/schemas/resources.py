@@ -1,0 +1,139 @@
+"""What the catalog and its operators manage: patterns (read), database templates, snippets and
+API keys."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field, StrictBool
+
+from app.schemas.base import SLUG, FrozenModel, InputModel
+from app.schemas.requests import ModelParams
+
+
+class PatternSummary(FrozenModel):
+    name: str
+    description: str
+    tags: list[str]
+    model_hint: str | None
+    content_hash: str | None = Field(
+        description="SHA-256 of the pattern file's bytes (plus its output_schema file's when the "
+        "schema lives in a sibling file); null when the file could not be loaded."
+    )
+    valid: bool = Field(
+        default=True,
+        description="false when the file fails to load (unreadable, bad front-matter, or a body "
+        "known not to compile); `problems` says why. Such a pattern is listed, not dropped.",
+    )
+    problems: list[str] = Field(
+        default_factory=list, description="Why the pattern cannot be used; empty when valid."
+    )
+
+
+class PatternDetail(PatternSummary):
+    content_hash: str = Field(
+        description="SHA-256 of the pattern file's bytes (plus its output_schema file's when the "
+        "schema lives in a sibling file)."
+    )
+    base_path: str
+    variables: dict[str, str | None] = Field(
+        description="Declared variables and their descriptions."
+    )
+    required_variables: list[str]
+    defaults: dict[str, Any]
+    params: ModelParams
+    fallbacks: list[str] = Field(
+        default_factory=list, description="The pattern's own fallback chain (provider/model)."
+    )
+    cache: bool = Field(
+        default=False, description="Identical repeats are answered from the response cache."
+    )
+
+
+class TemplateCreate(InputModel):
+    """A new version of a database template; its text is immutable once stored."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "support-reply",
+                    "role": "writer",
+                    "template": "Answer as {{ brand }} support, in {{ language }}.",
+                    "variables": ["brand", "language"],
+                    "activate": True,
+                }
+            ]
+        },
+    )
+
+    name: str = Field(pattern=SLUG)
+    role: str = Field(pattern=SLUG)
+    template: str = Field(min_length=1, max_length=100_000)
+    variables: list[str] = Field(default_factory=list, description="The exact, ordered contract.")
+    blueprint_schema: dict[str, Any] | None = None
+    blueprint_instructions: str | None = None
+    activate: StrictBool = Field(
+        default=False, description="Make this the active variant; the first version always is."
+    )
+
+
+class TemplateVersion(FrozenModel):
+    id: int
+    name: str
+    role: str
+    version: int
+    template: str
+    variables: list[str]
+    active: bool
+    checksum: str
+    blueprint_schema: dict[str, Any] | None
+    blueprint_instructions: str | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+
+class SnippetIn(InputModel):
+    """A reusable prompt fragment (persona, tone, audience, style, layout); it has no versions."""
+
+    identifier: str = Field(pattern=SLUG)
+    name: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    text: str = Field(min_length=1, max_length=50_000)
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    active: StrictBool = True
+
+
+class Snippet(SnippetIn):
+    source: Literal["database", "file"]
+
+
+KeyScope = Literal["complete", "admin"]
+
+
+class ApiKeyCreate(FrozenModel):
+    """A new API key: `complete` renders, completes and reads the catalog; `admin` does all."""
+
+    scope: KeyScope
+    name: str = Field(
+        default="unnamed", pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.@-]{0,99}$", description="A label."
+    )
+
+
+class ApiKeyInfo(FrozenModel):
+    """A stored key as anyone may see it: never the key itself, which is not kept."""
+
+    id: str = Field(description="The public part of the key (`gsk_<id>_…`).")
+    name: str
+    scope: KeyScope
+    created_at: dt.datetime
+    last_used_at: dt.datetime | None
+    revoked_at: dt.datetime | None
+
+
+class ApiKeyCreated(ApiKeyInfo):
+    key: str = Field(description="The key to send as `Authorization: Bearer …`; shown only once.")
