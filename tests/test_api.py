@@ -7,9 +7,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-import structlog
 from structlog.testing import capture_logs
 
+from app.observability.facts import add_request_facts
 from app.tracking import user_prompt_hash, variables_hash
 from tests.fakes.provider_server import FakeProviderServer, Reply
 from tests.support import ANTHROPIC_KEY, OPENAI_KEY, serve_app, settings_for
@@ -344,7 +344,7 @@ async def test_request_id_is_echoed_or_generated(client: httpx.AsyncClient) -> N
 async def test_one_canonical_log_line_per_request_without_secrets(
     client: httpx.AsyncClient,
 ) -> None:
-    with capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
+    with capture_logs(processors=[add_request_facts]) as logs:
         resp = await client.post("/v1/completions", json={**SUMMARIZE, "model": "anthropic/m"})
         refused = await client.post(
             "/v1/completions",
@@ -358,6 +358,8 @@ async def test_one_canonical_log_line_per_request_without_secrets(
     assert line["request_id"] == resp.headers["x-request-id"]
     assert (line["pattern"], line["provider"], line["model"]) == ("summarize", "anthropic", "m")
     assert line["status"] == 200 and line["duration_ms"] >= 0 and line["upstream_ms"] >= 0
+    assert line["job_id"] == resp.json()["job_id"] and "error_type" not in line
+    assert (lines[1]["status"], lines[1]["error_type"]) == (401, "unauthenticated")
     assert OPENAI_KEY not in repr(logs) and ANTHROPIC_KEY not in repr(logs)
     our_key = client.headers["authorization"].removeprefix("Bearer ")
     assert our_key not in repr(logs)

@@ -22,6 +22,7 @@ from app.errors import (
     RouteNotFound,
     StoreUnavailable,
 )
+from app.observability.facts import request_facts
 from app.schemas import ErrorBody, FieldProblem
 from app.store.db import describe_storage_error
 
@@ -34,6 +35,8 @@ def genai_error_response(
     """The answer for one of our errors (also used by middleware that answers on its own), in
     the dialect of the door it came through (`app.api.error_dialects`)."""
     request_id = request.scope.get("state", {}).get("request_id")
+    facts = request_facts()
+    facts.error_type = facts.error_type or exc.error_type  # a job's failure was noted first
     body = error_json(error_body(exc, request_id=request_id))
     code = status or exc.status_code
     dialect = dialect_for(request.url.path)

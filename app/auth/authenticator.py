@@ -18,6 +18,7 @@ import structlog
 from app.auth import keys
 from app.auth.keys import Scope
 from app.errors import Forbidden, Unauthenticated
+from app.observability.facts import request_facts
 from app.schemas import ApiKeyCreated, ApiKeyInfo
 from app.store.keys import ApiKeyRepository
 
@@ -69,7 +70,7 @@ class Authenticator:
         principal = await self._authenticate(authorization)
         if principal.key_id is not None:
             self._last_used[principal.key_id] = dt.datetime.now(dt.UTC)
-        structlog.contextvars.bind_contextvars(key_id=principal.key_id)
+        request_facts().key_id = principal.key_id
         return principal
 
     @staticmethod

@@ -17,7 +17,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.error_body import error_body, error_json
 from app.errors import GenAIError
-from app.observability.metrics import Metrics, RequestFacts, open_request_facts
+from app.observability.facts import RequestFacts, open_request_facts
+from app.observability.metrics import Metrics
 from app.observability.tracing import span
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -72,10 +73,8 @@ class RequestContextMiddleware:
         headers = dict(scope.get("headers", []))
         incoming = headers.get(REQUEST_ID_HEADER.encode(), b"").decode("latin-1")
         request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex
-        structlog.contextvars.clear_contextvars()
-        structlog.contextvars.bind_contextvars(request_id=request_id)
         scope.setdefault("state", {})["request_id"] = request_id
-        facts = open_request_facts()
+        facts = open_request_facts(request_id)
         started = time.perf_counter()
         status = 500
         response_started = False

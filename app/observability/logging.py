@@ -11,6 +11,7 @@ from typing import Any
 import structlog
 
 from app.config import Settings
+from app.observability.facts import add_request_facts
 from app.observability.tracing import add_trace_ids, tracing_enabled
 
 _SECRET_KEYS = re.compile(r"authorization|api[-_]?key|secret|password|cookie", re.IGNORECASE)
@@ -39,7 +40,7 @@ def configure_logging(settings: Settings) -> None:
     traced = [add_trace_ids] if tracing_enabled() else []
     structlog.configure(
         processors=[
-            structlog.contextvars.merge_contextvars,
+            add_request_facts,
             *traced,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -58,7 +59,7 @@ def uvicorn_formatter(as_json: bool) -> logging.Formatter:
     """Uvicorn's own lines (start-up, errors) rendered like ours: timestamp, level, JSON."""
     return structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[
-            structlog.contextvars.merge_contextvars,
+            add_request_facts,
             structlog.stdlib.add_log_level,
             structlog.stdlib.add_logger_name,
             structlog.processors.TimeStamper(fmt="iso", utc=True),

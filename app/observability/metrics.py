@@ -12,8 +12,6 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextvars import ContextVar
-from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -43,36 +41,6 @@ _REQUEST_BUCKETS = (
     120.0,
 )
 _PROMPT_CHAR_BUCKETS = (0, 100, 300, 1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000)
-
-
-@dataclass(slots=True)
-class RequestFacts:
-    """What the pipeline learns about one HTTP request, for its metrics and overhead header.
-
-    The request middleware opens one per request; the service fills it in. A mutable object in a
-    context variable, so a streamed body (sent from a task with a copy of the context) still
-    reaches the same one. Labels stay empty on routes that never reach a model.
-    """
-
-    pattern: str = ""
-    provider: str = ""
-    model: str = ""
-    upstream_seconds: float = 0.0
-
-
-_request_facts: ContextVar[RequestFacts | None] = ContextVar("genai_request_facts", default=None)
-
-
-def open_request_facts() -> RequestFacts:
-    """A fresh record for the request starting in this context (the middleware's call)."""
-    facts = RequestFacts()
-    _request_facts.set(facts)
-    return facts
-
-
-def request_facts() -> RequestFacts:
-    """The current request's record; a throwaway one outside a request (CLI, tests, replay)."""
-    return _request_facts.get() or RequestFacts()
 
 
 def multiprocess_dir() -> Path | None:

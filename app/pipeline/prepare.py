@@ -10,8 +10,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import structlog
-
 from app.catalog.resolver import SourceResolver
 from app.catalog.source import RenderedSource
 from app.concurrency.offload import off_loop
@@ -153,9 +151,6 @@ class PromptPreparer:
         snippets = await self._compose(request, source)
         first = self._policy.choose_model(request.model, tasks=source.tasks, hint=source.model_hint)
         choice = self._policy.choose_capable(first, self._shortfalls(request, source, snippets))
-        structlog.contextvars.bind_contextvars(
-            pattern=source.provenance_name, provider=choice.provider, model=choice.name
-        )
         return await off_loop(lambda: self._for_choice(request, source, snippets, choice))
 
     async def retarget(self, prepared: Prepared, model: str, reason: str) -> Prepared | None:
