@@ -32,9 +32,10 @@ from app.errors import ConfigurationProblems, GenAIError, StoreUnavailable
 from app.observability.metric_labels import LabelVocabulary
 from app.observability.metrics import Metrics
 from app.observability.readiness import Readiness
+from app.pipeline.calls import StreamTimeouts
 from app.pipeline.model_check import unservable_patterns
 from app.pipeline.prepare import PromptPreparer
-from app.pipeline.upstream import StreamTimeouts, Upstream
+from app.pipeline.upstream import Upstream
 from app.prompts.assembler import PromptAssembler, default_registry
 from app.providers import ProviderRegistry
 from app.providers.registry import provider_names

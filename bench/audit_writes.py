@@ -5,7 +5,9 @@
     inside the same call), with a system prompt
     repeated across jobs (the Redactor's cache serves it) and with a distinct one per job;
 (b) completing records: `AuditWriter` batches (submit N, then `flush()`) versus one UPDATE
-    transaction per record (`JobRepository.apply([outcome])` N times), in records/s.
+    transaction per record (`JobRepository.apply([outcome])` N times), in records/s;
+(c) one pending record per transaction, as at c=1: through a pooled session (a checkout and a
+    hop or round trip per statement) versus through the write lane the service uses.
 
     .venv/bin/python -m bench.audit_writes [--n 2000] [--backend sqlite|postgres|both]
 
@@ -16,10 +18,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import platform
 import tempfile
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +41,7 @@ from app.schemas import (
 )
 from app.store.db import Database
 from app.store.jobs import JobRepository
+from app.store.lane import PooledLane
 from app.store.records import JobOutcome, PendingJob
 from app.store.secrets import KEY_BYTES, ReplayVault
 from app.store.writer import AuditWriter
@@ -112,11 +117,31 @@ class TimedJobs(JobRepository):
     """The real repository, with each pending INSERT transaction's wall time noted."""
 
     insert_seconds: list[float]
+    last: PendingJob | None = None
 
     async def insert_many(self, jobs: Sequence[PendingJob]) -> None:
         started = time.perf_counter()
         await super().insert_many(jobs)
         self.insert_seconds.append(time.perf_counter() - started)
+        self.last = jobs[-1]
+
+
+async def one_record_inserts(
+    database: Database, template: PendingJob, n: int
+) -> dict[str, dict[str, float]]:
+    """(c): `n` pending records, one per transaction, through each way in."""
+    timings: dict[str, dict[str, float]] = {}
+    for name, lane in (("pooled", PooledLane(database.sessions)), ("lane", database.lane)):
+        jobs = JobRepository(database.sessions, lane)
+        seconds = []
+        for i in range(WARMUP + n):
+            record = dataclasses.replace(template, id=uuid.uuid4().hex)
+            started = time.perf_counter()
+            await jobs.insert_many([record])
+            if i >= WARMUP:
+                seconds.append(time.perf_counter() - started)
+        timings[name] = percentiles_ms(seconds)
+    return timings
 
 
 class CollectingWriter(AuditWriter):
@@ -178,7 +203,7 @@ async def run_backend(
 ) -> dict[str, Any]:
     database = Database(url)
     await database.migrate()
-    jobs = TimedJobs(database.sessions)
+    jobs = TimedJobs(database.sessions, database.lane)
     jobs.insert_seconds = []
     audit = AuditSettings()
     writer = AuditWriter(jobs, flush_seconds=audit.flush_seconds, batch_size=batch_size)
@@ -232,6 +257,9 @@ async def run_backend(
         for outcome in single:
             await jobs.apply([outcome])
         single_s = time.perf_counter() - started
+
+        assert jobs.last is not None
+        one_record = await one_record_inserts(database, jobs.last, n)
     finally:
         await inputs.aclose()
         await database.aclose()
@@ -249,6 +277,7 @@ async def run_backend(
         "completed_call": percentiles_ms(completing),
         "batched_rps": n / batched_s,
         "single_rps": n / single_s,
+        "one_record": one_record,
         "counts": counts,
         "cpu": cpu,
     }
@@ -284,6 +313,15 @@ def report(results: list[dict[str, Any]]) -> None:
             f"| {r['backend']} | {r['n']} | {r['batched_rps']:,.0f} (batch {r['batch_size']}) "
             f"| {r['single_rps']:,.0f} | {r['batched_rps'] / r['single_rps']:.1f}x |"
         )
+    print("\nOne pending record per transaction (ms)")
+    print("| backend | way in | p50 | p95 | p99 |")
+    print("|---|---|---:|---:|---:|")
+    for r in results:
+        for name, label in (("pooled", "pooled session"), ("lane", "write lane")):
+            q = r["one_record"][name]
+            print(
+                f"| {r['backend']} | {label} | {q['p50']:.3f} | {q['p95']:.3f} | {q['p99']:.3f} |"
+            )
     for r in results:
         print(f"{r['backend']}: rows by status after the run: {r['counts']}; {r['cpu']}")
     system, user = results[0]["sizes"]

@@ -29,11 +29,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A developer's own keys or overrides must never leak into a test."""
+def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A developer's own keys or overrides must never leak into a test, nor one test's logging
+    set-up into the next (an app points structlog at the stderr of the test that built it,
+    which pytest may close once that test ends)."""
     for name in list(os.environ):
         if name.startswith(_ENV_PREFIXES) and not name.startswith("GENAI_TEST_"):
             monkeypatch.delenv(name)
+    logging_config = structlog.get_config()
+    yield
+    structlog.configure(**logging_config)
 
 
 async def _postgres_database() -> tuple[str, str]:

@@ -21,8 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 from starlette.types import Message
+from structlog.testing import capture_logs
 
 from app.config import LimitSettings, OpenAISettings, Settings, UpstreamSettings
+from app.observability.facts import add_request_facts
 from tests.fakes.provider_server import FakeProviderServer, Reply
 from tests.support import OPENAI_KEY, completion_scope, running_app, settings_for
 
@@ -152,6 +154,40 @@ async def test_a_5xx_is_retried_then_the_next_model_of_the_chain_answers(
         )
     assert upstream_calls(fake) == ["openai"] * 3 + ["anthropic"]
     assert fake.calls("anthropic")[0].body["model"] == "claude-haiku-4-5"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_after_a_fallback_every_report_names_the_model_that_answered(
+    fake: FakeProviderServer, database_url: str, stream: bool
+) -> None:
+    """The log lines, the metric labels, the overhead header, the envelope and the record are
+    all rendered from one record of the request, so none of them names the model that failed."""
+    fake.script("openai", *[Reply.error(500)] * (RETRIES + 1))
+    async with gateway(fault_settings(fake, database_url)) as http:
+        with capture_logs(processors=[add_request_facts]) as logs:
+            resp = await http.post("/v1/completions", json={**REQUEST, "stream": stream})
+        assert resp.status_code == 200, resp.text
+        envelope = sse_events(resp.text)[-1][1] if stream else resp.json()
+        record = await job(http, envelope["job_id"])
+        samples = list(text_string_to_metric_families((await http.get("/metrics")).text))
+    assert float(resp.headers["x-genai-overhead-ms"]) >= 0
+    answered_by = (envelope["response"]["provider"], envelope["response"]["model"])
+    assert answered_by == SECOND and (record["provider"], record["model"]) == SECOND
+    (line,) = [entry for entry in logs if entry["event"] == "request"]
+    assert (line["provider"], line["model"], line["job_id"]) == (*SECOND, envelope["job_id"])
+    assert line["upstream_ms"] > 0 and "error_type" not in line
+    # The warning written when the first model failed names the model it was about, and the
+    # request's line the one that answered.
+    (warning,) = [entry for entry in logs if entry["event"] == "upstream_fallback"]
+    assert warning["model"] == "openai/gpt-4o-mini"
+    requests = [
+        sample.labels
+        for family in samples
+        if family.name == "genai_requests"
+        for sample in family.samples
+        if sample.name == "genai_requests_total" and sample.labels["route"] == "/v1/completions"
+    ]
+    assert [(labels["provider"], labels["model"]) for labels in requests] == [SECOND]
 
 
 async def test_a_429_is_retried_after_its_retry_after_then_falls_back(

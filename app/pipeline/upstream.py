@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -25,8 +24,6 @@ import structlog
 
 from app.concurrency.limits import GLOBAL_LIMIT
 from app.errors import (
-    AnswerTooLarge,
-    DeadlineExceeded,
     GenAIError,
     InvalidModel,
     Overloaded,
@@ -36,18 +33,23 @@ from app.errors import (
     UpstreamTimeout,
 )
 from app.observability.metrics import Metrics
-from app.observability.tracing import AttributeValue, Span, begin_span, span
+from app.observability.tracing import span
+from app.pipeline.calls import (
+    OpenStream,
+    StreamTimeouts,
+    call_attempt,
+    chat_span,
+    trace_reply,
+)
+from app.pipeline.deadline import Deadline
 from app.pipeline.prepare import Prepared, PromptPreparer
+from app.pipeline.stream_call import StreamCall
 from app.prompts.repair import Answer, RepairLoop
 from app.prompts.structured import Attempt
 from app.providers import ProviderCall, ProviderRegistry, ProviderReply
 from app.providers.base import (
     DEFAULT_MAX_ANSWER_BYTES,
     NativeOutput,
-    ReasoningDelta,
-    StreamEvent,
-    TextDelta,
-    ToolCallDelta,
 )
 from app.providers.retry import RetryPolicy
 from app.schemas import CallAttempt, Message, ResponseFormat
@@ -74,101 +76,11 @@ def worth_another_model(exc: GenAIError) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class Deadline:
-    """The monotonic instant a request's upstream work must be done by."""
-
-    seconds: float
-    expires_at: float
-
-    @classmethod
-    def after(cls, seconds: float) -> Deadline:
-        return cls(seconds, time.monotonic() + seconds)
-
-    def remaining(self) -> float:
-        return self.expires_at - time.monotonic()
-
-    def exceeded(self) -> DeadlineExceeded:
-        ms = round(self.seconds * 1000)
-        return DeadlineExceeded(
-            f"The request's deadline of {ms} ms passed before an answer arrived (set by "
-            "GENAI_UPSTREAM__DEADLINE_SECONDS or the x-genai-deadline-ms header).",
-            deadline_ms=ms,
-        )
-
-    @contextlib.asynccontextmanager
-    async def guard(self) -> AsyncIterator[None]:
-        """Run the block until the deadline; past it, DeadlineExceeded."""
-        try:
-            async with asyncio.timeout_at(_loop_time(self.expires_at)):
-                yield
-        except TimeoutError:
-            raise self.exceeded() from None
-
-
-def _loop_time(monotonic_at: float) -> float:
-    """A `time.monotonic()` instant on the running loop's clock (they may differ)."""
-    return asyncio.get_running_loop().time() + (monotonic_at - time.monotonic())
-
-
-def _event_size(event: StreamEvent) -> int:
-    """The bytes a stream event adds to the answer (the final reply repeats them: none)."""
-    if isinstance(event, TextDelta):
-        return len(event.text.encode("utf-8", "surrogatepass"))
-    if isinstance(event, ToolCallDelta):
-        return len(event.arguments) + len(event.name or "") + len(event.id or "")
-    if isinstance(event, ReasoningDelta):
-        return len(event.text) + len(event.signature) + len(event.redacted or "")
-    return 0
-
-
-def _elapsed_ms(since: float) -> float:
-    return round((time.perf_counter() - since) * 1000, 2)
-
-
-def _chat_span(prepared: Prepared) -> tuple[str, dict[str, AttributeValue | None]]:
-    """A provider call's span name and attributes (OpenTelemetry GenAI conventions).
-    `gen_ai.system` is the deprecated name of `gen_ai.provider.name`, kept for older backends."""
-    choice, params = prepared.choice, prepared.params
-    return f"chat {choice.name}", {
-        "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": choice.provider,
-        "gen_ai.system": choice.provider,
-        "gen_ai.request.model": choice.name,
-        "gen_ai.request.max_tokens": params.max_tokens,
-        "gen_ai.request.temperature": params.temperature,
-    }
-
-
-def _trace_reply(traced: Span, prepared: Prepared, reply: ProviderReply) -> None:
-    # The adapters report no model name of their own: the one called answered.
-    traced.set("gen_ai.response.model", prepared.choice.name)
-    traced.set("gen_ai.usage.input_tokens", reply.usage.input_tokens)
-    traced.set("gen_ai.usage.output_tokens", reply.usage.output_tokens)
-    traced.set("gen_ai.response.finish_reasons", [reply.finish_reason])
-
-
-@dataclass(frozen=True, slots=True)
 class Answered:
     """The model that answered (its prepared prompt) and what it answered."""
 
     prepared: Prepared
     answer: Answer
-
-
-@dataclass(slots=True)
-class StreamTimeouts:
-    first_token_seconds: float
-    idle_seconds: float
-
-
-@dataclass(slots=True)
-class OpenStream:
-    """A stream whose first event has arrived from `prepared`'s model: no fallback after this."""
-
-    prepared: Prepared
-    first: StreamEvent
-    events: AsyncIterator[StreamEvent]
-    close: Callable[[], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -206,40 +118,49 @@ class UpstreamRun:
 
     async def complete(self) -> Answered:
         """The first model of the chain that answers; the last failure if none does."""
-        failure: GenAIError | None = None
-        async with self.deadline.guard():
-            async for prepared in self.candidates():
-                self._count_fallback(prepared)
-                self.current = prepared
-                loop = self.upstream.repair_loop(prepared)
-                try:
-                    answer = await loop.run(self._caller(prepared), prepared.prompt.messages)
-                except GenAIError as exc:
-                    self.output_attempts += loop.attempts
-                    if not worth_another_model(exc):
-                        raise
-                    failure = exc
-                    log.warning(
-                        "upstream_fallback", model=prepared.choice.model, error_type=exc.error_type
-                    )
-                    continue
+
+        async def answer(prepared: Prepared) -> Answered:
+            loop = self.upstream.repair_loop(prepared)
+            try:
+                answer = await loop.run(self._caller(prepared), prepared.prompt.messages)
+            except GenAIError:
                 self.output_attempts += loop.attempts
-                return Answered(prepared, answer)
-        assert failure is not None  # the chosen model is always a candidate
-        raise failure
+                raise
+            self.output_attempts += loop.attempts
+            return Answered(prepared, answer)
+
+        return await self._first_that_answers(answer)
 
     async def open_stream(self, timeouts: StreamTimeouts) -> OpenStream:
         """Start a stream on the first model of the chain that sends its first event in time."""
+
+        async def first_event(prepared: Prepared) -> OpenStream:
+            # Until its first text a stream is retried like any call.
+            provider = self.upstream.providers.get(prepared.choice.provider)
+            call = self.upstream.provider_call(prepared, tuple(prepared.prompt.messages))
+            return await self.upstream.retry.run(
+                lambda: StreamCall(
+                    prepared,
+                    timeouts,
+                    send=lambda: provider.stream(call),
+                    slot=self.upstream.slot(prepared.choice.provider),
+                    max_answer_bytes=self.upstream.max_answer_bytes,
+                    attempts=self.attempts,
+                ).open()
+            )
+
+        return await self._first_that_answers(first_event)
+
+    async def _first_that_answers(self, attempt: Callable[[Prepared], Awaitable[T]]) -> T:
+        """`attempt` on each candidate in turn, within the deadline, until one succeeds; a
+        failure another model may not share moves on, any other is final."""
         failure: GenAIError | None = None
         async with self.deadline.guard():
             async for prepared in self.candidates():
                 self._count_fallback(prepared)
                 self.current = prepared
                 try:
-                    # Until its first text a stream is retried like any call.
-                    return await self.upstream.retry.run(
-                        functools.partial(self._first_event, prepared, timeouts)
-                    )
+                    return await attempt(prepared)
                 except GenAIError as exc:
                     if not worth_another_model(exc):
                         raise
@@ -247,7 +168,7 @@ class UpstreamRun:
                     log.warning(
                         "upstream_fallback", model=prepared.choice.model, error_type=exc.error_type
                     )
-        assert failure is not None
+        assert failure is not None  # the chosen model is always a candidate
         raise failure
 
     def _count_fallback(self, candidate: Prepared) -> None:
@@ -255,102 +176,6 @@ class UpstreamRun:
         metrics = self.upstream.metrics
         if self.current is not None and metrics is not None:
             metrics.fallbacks.labels(self.current.choice.model, candidate.choice.model).inc()
-
-    async def _first_event(self, prepared: Prepared, timeouts: StreamTimeouts) -> OpenStream:
-        provider = self.upstream.providers.get(prepared.choice.provider)
-        call = self.upstream.provider_call(prepared, tuple(prepared.prompt.messages))
-        slot = self.upstream.slot(prepared.choice.provider)
-        started = time.perf_counter()
-        await slot.__aenter__()
-        stream = provider.stream(call)
-        span_name, span_attributes = _chat_span(prepared)
-        traced = begin_span(span_name, kind="client", attributes=span_attributes)
-        released = False
-
-        async def close(error: BaseException | None = None) -> None:
-            """Close the upstream response and give the slot back, once."""
-            nonlocal released
-            if released:
-                return
-            released = True
-            try:
-                with contextlib.suppress(Exception):
-                    await stream.aclose()
-            finally:
-                traced.end()
-                await slot.__aexit__(None, None, None)
-
-        try:
-            async with asyncio.timeout(timeouts.first_token_seconds):
-                first = await anext(stream)
-        except TimeoutError:
-            traced.fail(UpstreamTimeout.error_type)
-            await close()
-            error = UpstreamTimeout(
-                f"{prepared.choice.provider} sent no text within "
-                f"{timeouts.first_token_seconds:g} s (GENAI_UPSTREAM__FIRST_TOKEN_SECONDS)",
-                provider=prepared.choice.provider,
-            )
-            self._record(prepared, started, error)
-            raise error from None
-        except ProviderError as exc:
-            traced.fail(exc.error_type)
-            await close()
-            self._record(prepared, started, exc)
-            raise
-        except BaseException:
-            await close()
-            self._record(prepared, started, None, cancelled=True)
-            raise
-
-        async def rest() -> AsyncGenerator[StreamEvent, None]:
-            """The events after the first, each within the idle timeout and, together, under
-            the answer cap; recorded at the end."""
-            finished = isinstance(first, ProviderReply)
-            received = _event_size(first)
-            limit = self.upstream.max_answer_bytes
-            try:
-                while True:
-                    try:
-                        async with asyncio.timeout(timeouts.idle_seconds):
-                            event = await anext(stream)
-                    except StopAsyncIteration:
-                        return
-                    except TimeoutError:
-                        raise UpstreamTimeout(
-                            f"{prepared.choice.provider}'s stream was silent for "
-                            f"{timeouts.idle_seconds:g} s (GENAI_UPSTREAM__IDLE_SECONDS)",
-                            provider=prepared.choice.provider,
-                        ) from None
-                    received += _event_size(event)
-                    if received > limit:
-                        raise AnswerTooLarge(prepared.choice.provider, limit=limit)
-                    if isinstance(event, ProviderReply):
-                        # Recorded before it is handed on: the reader stops at the answer.
-                        finished = True
-                        self._record(prepared, started, None)
-                        _trace_reply(traced, prepared, event)
-                    yield event
-                    if finished:
-                        return
-            except ProviderError as exc:
-                traced.fail(exc.error_type)
-                self._record(prepared, started, exc)
-                raise
-            except (asyncio.CancelledError, GeneratorExit):
-                if not finished:
-                    self._record(prepared, started, None, cancelled=True)
-                raise
-            finally:
-                await close()
-
-        if isinstance(first, ProviderReply):  # an answer without a single delta
-            self._record(prepared, started, None)
-            _trace_reply(traced, prepared, first)
-            await close()
-
-        events = rest()
-        return OpenStream(prepared, first, events, events.aclose)
 
     def _caller(
         self, prepared: Prepared
@@ -361,20 +186,20 @@ class UpstreamRun:
         async def attempt(messages: tuple[Message, ...]) -> ProviderReply:
             call = self.upstream.provider_call(prepared, messages)
             started = time.perf_counter()
-            span_name, span_attributes = _chat_span(prepared)
+            span_name, span_attributes = chat_span(prepared)
             with span(span_name, kind="client", attributes=span_attributes) as traced:
                 try:
                     async with self.upstream.slot(prepared.choice.provider):
                         reply = await provider.complete(call)
                 except ProviderError as exc:
                     traced.fail(exc.error_type)
-                    self._record(prepared, started, exc)
+                    self.record(prepared, started, exc)
                     raise
                 except asyncio.CancelledError:
-                    self._record(prepared, started, None, cancelled=True)
+                    self.record(prepared, started, None, cancelled=True)
                     raise
-                self._record(prepared, started, None)
-                _trace_reply(traced, prepared, reply)
+                self.record(prepared, started, None)
+                trace_reply(traced, prepared, reply)
             return reply
 
         async def call(messages: tuple[Message, ...]) -> ProviderReply:
@@ -382,7 +207,7 @@ class UpstreamRun:
 
         return call
 
-    def _record(
+    def record(
         self,
         prepared: Prepared,
         started: float,
@@ -390,17 +215,7 @@ class UpstreamRun:
         *,
         cancelled: bool = False,
     ) -> None:
-        outcome = "cancelled" if cancelled else ("failed" if error else "completed")
-        self.attempts.append(
-            CallAttempt(
-                provider=prepared.choice.provider,
-                model=prepared.choice.name,
-                outcome=outcome,
-                error_type=error.error_type if error else None,
-                upstream_status=error.upstream_status if error else None,
-                duration_ms=_elapsed_ms(started),
-            )
-        )
+        self.attempts.append(call_attempt(prepared, started, error, cancelled=cancelled))
 
 
 class Upstream:
