@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from app.store import lane as lane_module
 from app.store.db import Database
 from app.store.jobs import JobRepository, record_refused
-from app.store.lane import HeldConnectionLane, SqliteLane
+from app.store.lane import HeldConnectionLane, PooledLane
 from app.store.records import JobOutcome, PendingJob
 
 
@@ -61,7 +61,7 @@ async def _ids(database: Database) -> list[str]:
 
 
 def test_each_backend_gets_its_own_lane(tmp_path: object) -> None:
-    assert isinstance(Database(f"sqlite+aiosqlite:///{tmp_path}/g.db").lane, SqliteLane)
+    assert isinstance(Database(f"sqlite+aiosqlite:///{tmp_path}/g.db").lane, PooledLane)
     assert isinstance(Database("postgresql+asyncpg://u@127.0.0.1/db").lane, HeldConnectionLane)
 
 

@@ -30,7 +30,7 @@ from sqlalchemy.pool import NullPool
 
 from app.config import Settings
 from app.errors import ConfigurationError, StoreUnavailable
-from app.store.lane import HeldConnectionLane, PooledLane, SqliteLane, WriteLane
+from app.store.lane import HeldConnectionLane, PooledLane, WriteLane
 from app.store.private import create_private_file, ensure_private_dir
 
 log = structlog.get_logger(__name__)
@@ -164,7 +164,7 @@ class Database:
             self._prepare_sqlite_file(Path(parsed.database))
         self.engine: AsyncEngine = self._engine(for_migrations=False)
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
-        self.lane: WriteLane = self._lane(parsed)
+        self.lane: WriteLane = self._lane()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Database:
@@ -217,15 +217,11 @@ class Database:
             event.listen(engine.sync_engine, "connect", _sqlite_tuning(busy_ms))
         return engine
 
-    def _lane(self, parsed: URL) -> WriteLane:
-        """The pending records' way in (see `app.store.lane`)."""
-        if not self.is_sqlite:
-            return HeldConnectionLane(self.engine)
-        if not parsed.database or parsed.database == ":memory:":
-            return PooledLane(self.sessions)  # each connection would be a database of its own
-        lane = SqliteLane(parsed, engine_options={"hide_parameters": True})
-        event.listen(lane.engine, "connect", _sqlite_tuning(int(self._lock_timeout * 1000)))
-        return lane
+    def _lane(self) -> WriteLane:
+        """The audit writer's way in (see `app.store.lane` for why SQLite keeps the pool)."""
+        if self.is_sqlite:
+            return PooledLane(self.sessions)
+        return HeldConnectionLane(self.engine)
 
     def _postgres_connect_args(self, *, statement_timeout: float | None) -> dict[str, Any]:
         server = {"lock_timeout": str(int(self._lock_timeout * 1000))}

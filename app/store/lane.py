@@ -1,18 +1,20 @@
-"""WriteLane: the pending-record INSERT's own way to the database, one hop per batch.
+"""WriteLane: the audit writer's way to the database (pending records and outcomes).
 
 Every request waits for its pending record to be durable before the provider is called, so the
-cost of that INSERT is on every request's path. Through the pooled session it was a checkout
-(with a ping on PostgreSQL), BEGIN, the statement and COMMIT, each a thread hop (aiosqlite) or
-a round trip (asyncpg): 1.1 ms on SQLite and 2.3 ms on PostgreSQL per batch of one, measured.
-The lane keeps the batch's whole transaction to one hop:
+cost of that INSERT is on every request's path. Through a pooled session on PostgreSQL it is a
+checkout with a ping, BEGIN, the statement and COMMIT: four round trips. The PostgreSQL lane
+holds one connection in autocommit instead; asyncpg's executemany sends every row and a single
+Sync, so a batch is one implicit transaction, atomic, in one round trip (one pending record:
+2.8-3.1 ms → 1.3 ms p50, `python -m bench.audit_writes`). A connection idle for a while is
+pinged before use (a restarted server costs no failed request), and one that failed is dropped
+and reopened on the next batch.
 
-- SQLite: a synchronous connection owned by one thread; the transaction runs there in a single
-  call, so the event loop hands off once, not once per statement (and the thread does not wait
-  for the interpreter lock once per statement while the loop is busy).
-- PostgreSQL: one connection held in autocommit; asyncpg's executemany sends every row and a
-  single Sync, so the batch is one implicit transaction, atomic, in one round trip. A connection
-  idle for a while is pinged before use (a restarted server costs no failed request), and one
-  that failed is dropped and reopened on the next batch.
+SQLite keeps the pooled session (`PooledLane`). A synchronous connection in a thread of its own,
+one call per batch, halved the cost of one record (1.74 → 0.73 ms) but, under 32 concurrent
+requests, put multi-second waits in the tail (p99 0.37 s → 2.4 s, and a request failed): a
+second connection writing the same file contends with the pool's for the lock, and a thread
+of its own competes with the busy event loop for the interpreter. Measured and set aside; see
+bench/RESULTS.md.
 
 Errors are the driver's, wrapped by SQLAlchemy as through the pool, so the AuditWriter tells a
 refused record from a store that is down the same way.
@@ -23,13 +25,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from sqlalchemy import Engine, Executable, create_engine, text
-from sqlalchemy.engine import URL
+from sqlalchemy import Executable, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
-from sqlalchemy.orm import Session
 
 Rows = Sequence[dict[str, Any]]
 
@@ -44,33 +43,6 @@ class WriteLane(Protocol):
         ...
 
     async def aclose(self) -> None: ...
-
-
-class SqliteLane:
-    """A synchronous SQLite connection in a thread of its own (`tune` sets its pragmas)."""
-
-    def __init__(self, url: URL, *, engine_options: dict[str, Any]) -> None:
-        self._engine: Engine = create_engine(
-            url.set(drivername="sqlite"), pool_size=1, max_overflow=0, **engine_options
-        )
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="genai-sqlite-lane")
-
-    @property
-    def engine(self) -> Engine:
-        return self._engine
-
-    def _run(self, statement: Executable, rows: Rows) -> None:
-        with Session(self._engine) as session, session.begin():
-            session.execute(statement, list(rows))
-
-    async def execute(self, statement: Executable, rows: Rows) -> None:
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._thread, self._run, statement, rows)
-
-    async def aclose(self) -> None:
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._thread, self._engine.dispose)
-        self._thread.shutdown(wait=True)
 
 
 class HeldConnectionLane:
