@@ -7,12 +7,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.types import Message
 from structlog.testing import capture_logs
 
 from app.observability.facts import add_request_facts
 from app.tracking import user_prompt_hash, variables_hash
 from tests.fakes.provider_server import FakeProviderServer, Reply
-from tests.support import ANTHROPIC_KEY, OPENAI_KEY, serve_app, settings_for
+from tests.support import ANTHROPIC_KEY, OPENAI_KEY, running_app, serve_app, settings_for
 
 SUMMARIZE = {
     "pattern_key": "summarize",
@@ -363,6 +365,59 @@ async def test_one_canonical_log_line_per_request_without_secrets(
     assert OPENAI_KEY not in repr(logs) and ANTHROPIC_KEY not in repr(logs)
     our_key = client.headers["authorization"].removeprefix("Bearer ")
     assert our_key not in repr(logs)
+
+
+async def test_a_client_gone_while_its_body_is_read_is_a_499_not_an_error(
+    fake: FakeProviderServer,
+) -> None:
+    """Starlette raises ClientDisconnect from the body read; that is the client leaving (499),
+    not a failure of the service: no error line, no 500 in the request line or the metrics."""
+    async with running_app(settings_for(fake)) as (app, http):
+        messages: list[Message] = [
+            {"type": "http.request", "body": b'{"pattern_key": "sum', "more_body": True},
+            {"type": "http.disconnect"},
+        ]
+        sent: list[Message] = []
+
+        async def receive() -> Message:
+            return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+        async def send(message: Message) -> None:
+            sent.append(message)
+
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "path": "/v1/completions",
+            "raw_path": b"/v1/completions",
+            "query_string": b"",
+            "root_path": "",
+            "scheme": "http",
+            "server": ("gateway.test", 80),
+            "client": ("127.0.0.1", 5000),
+            "headers": [
+                (b"host", b"gateway.test"),
+                (b"content-type", b"application/json"),
+                (b"content-length", b"100"),
+                (b"authorization", http.headers["authorization"].encode()),
+            ],
+        }
+        with capture_logs(processors=[add_request_facts]) as logs:
+            await app(scope, receive, send)
+        metrics = (await http.get("/metrics")).text
+    assert sent == []  # nobody is left to answer
+    assert [entry["event"] for entry in logs if entry["log_level"] == "error"] == []
+    (line,) = [entry for entry in logs if entry["event"] == "request"]
+    assert line["status"] == 499
+    statuses = {
+        sample.labels["status"]
+        for family in text_string_to_metric_families(metrics)
+        for sample in family.samples
+        if sample.name == "genai_requests_total" and sample.labels["route"] == "/v1/completions"
+    }
+    assert statuses == {"499"}
 
 
 async def test_pattern_list_and_detail(client: httpx.AsyncClient) -> None:

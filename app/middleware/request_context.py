@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 
 import structlog
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.error_body import error_body, error_json
@@ -108,6 +109,8 @@ class RequestContextMiddleware:
             except asyncio.CancelledError:
                 status = 499  # the client closed the connection before the answer
                 raise
+            except ClientDisconnect:  # gone while its body was read: nobody is left to answer
+                status = 499
             except Exception as exc:
                 log.error("unhandled_error", error_type=type(exc).__name__)
                 if not response_started:
