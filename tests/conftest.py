@@ -13,6 +13,7 @@ import pytest
 import structlog
 
 from app.config import get_settings
+from app.store.db import Database
 from tests.fakes.provider_server import FakeProviderServer, running_fake_provider
 from tests.processes import interrupt_on_sigterm
 from tests.support import serve_app, settings_for
@@ -78,6 +79,17 @@ async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
         yield url
     finally:
         await _drop_postgres_database(name)
+
+
+@pytest.fixture
+async def database(database_url: str) -> AsyncIterator[Database]:
+    """A migrated database on each backend, closed after the test."""
+    db = Database(database_url)
+    await db.migrate()
+    try:
+        yield db
+    finally:
+        await db.aclose()
 
 
 @pytest.fixture(scope="session")

@@ -53,16 +53,6 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def database(database_url: str) -> AsyncIterator[Database]:
-    db = Database(database_url)
-    await db.migrate()
-    try:
-        yield db
-    finally:
-        await db.aclose()
-
-
-@pytest.fixture
 async def sqlite(tmp_path: Path) -> AsyncIterator[Database]:
     """For tests about files only: one backend is enough."""
     db = Database(f"sqlite+aiosqlite:///{tmp_path / 'files.db'}")

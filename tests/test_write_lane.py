@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
-from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import text
@@ -42,16 +41,6 @@ def _pending(job_id: str) -> PendingJob:
         snippet_ids=[],
         replay_inputs=None,
     )
-
-
-@pytest.fixture
-async def database(database_url: str) -> AsyncIterator[Database]:
-    db = Database(database_url)
-    await db.migrate()
-    try:
-        yield db
-    finally:
-        await db.aclose()
 
 
 async def _ids(database: Database) -> list[str]:

@@ -193,12 +193,12 @@ class UpstreamRun:
                         reply = await provider.complete(call)
                 except ProviderError as exc:
                     traced.fail(exc.error_type)
-                    self.record(prepared, started, exc)
+                    self._record(prepared, started, exc)
                     raise
                 except asyncio.CancelledError:
-                    self.record(prepared, started, None, cancelled=True)
+                    self._record(prepared, started, None, cancelled=True)
                     raise
-                self.record(prepared, started, None)
+                self._record(prepared, started, None)
                 trace_reply(traced, prepared, reply)
             return reply
 
@@ -207,7 +207,7 @@ class UpstreamRun:
 
         return call
 
-    def record(
+    def _record(
         self,
         prepared: Prepared,
         started: float,

@@ -162,9 +162,12 @@ class GenAIService:
         except BaseException:
             await slot.aclose()
             raise
-        request_facts().opened_job(job.id, cache="off" if key is None else "miss")
         run = self._upstream.run(prepared, deadline)
-        return Completion(self._outcomes, self._upstream, job, run, request_id, key, started, slot)
+        completion = Completion(
+            self._outcomes, self._upstream, job, run, request_id, key, started, slot
+        )
+        request_facts().opened_job(job.id, cache=completion.cache_use)
+        return completion
 
     async def _prepare(self, request: RenderRequest) -> Prepared:
         """The render, in its own span; counts contract failures and the prompt's size."""

@@ -50,9 +50,9 @@ class JobRepository:
         await self.insert_many([job])
 
     async def apply(self, outcomes: Sequence[JobOutcome]) -> None:
-        """Many outcomes (bulk UPDATE by primary key) through the write lane, so on SQLite one
-        connection writes every record. Re-applying an outcome is harmless, so the writer may
-        retry a batch that was partly written."""
+        """Many outcomes (bulk UPDATE by primary key) through the write lane. On PostgreSQL
+        each group of rows with the same columns is its own implicit transaction; re-applying
+        an outcome is harmless, so the writer may retry a batch that was partly written."""
         await self._lane.execute(update(Job), [outcome.as_row() for outcome in outcomes])
 
     async def set_aside(self, job_id: str, *, message: str, completed_at: dt.datetime) -> None:
