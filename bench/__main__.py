@@ -5,6 +5,7 @@
     python -m bench --route chat-tools # one route (repeatable) and its baseline
     python -m bench --soak 300         # the 5-minute RSS check
     python -m bench --profile          # py-spy flame data and hot-spot summaries at c=1 and c=32
+    python -m bench --no-streams       # without the streamed targets (bench/streams.py)
 
 Every server runs in its own process, pinned to one core, while the upstream and the load
 generator share the other; servers are measured one after the other, a fresh process for each
@@ -14,14 +15,13 @@ target (one route of one server). See bench/README.md.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shutil
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -34,7 +34,8 @@ from bench.profiling import finish_recording, start_recording, summarise
 from bench.report import Report, stamp
 from bench.routes import BASELINES, ROUTES, Route, baseline_target, describe
 from bench.startup import measure_catalog
-from bench.stores import audit_rows, scratch_postgres
+from bench.stores import audit_rows, store_for
+from bench.streams import STREAM_GAP_MS, Phases, StreamRun, measure_streams
 from bench.targets import (
     START_TIMEOUT_S,
     Server,
@@ -104,6 +105,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--service-log-level", default="INFO", help="GENAI_LOG_LEVEL (INFO).")
     parser.add_argument("--no-catalog", action="store_true", help="Skip the catalog-size runs.")
+    parser.add_argument("--no-streams", action="store_true", help="Skip the streamed targets.")
+    parser.add_argument(
+        "--open-streams",
+        type=int,
+        help="Streams open at once in the streamed targets' busy phase (default 256; --quick 32).",
+    )
     parser.add_argument("--catalog-size", type=int, default=1000)
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--no-pin", action="store_true", help="Do not pin processes to cores.")
@@ -138,16 +145,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if "=" not in item:
             parser.error(f"--service-env {item!r} is not KEY=VALUE")
     return args
-
-
-@contextlib.contextmanager
-def store_for(backend: str, work_dir: Path) -> Iterator[str | None]:
-    """GENAI_DATABASE_URL for the backend: None (SQLite in the data dir) or a scratch database."""
-    if backend == "sqlite":
-        yield None
-    else:
-        with scratch_postgres() as url:
-            yield url
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -221,6 +218,7 @@ def run_benchmarks(
             "rss_interval_s": 0.5,
             "workers": args.workers,
             "upstream_latency_ms": args.upstream_latency_ms,
+            "stream_gap_ms": STREAM_GAP_MS,
             "backend": args.backend,
             "service_log_level": args.service_log_level,
             "service_env": extra_env,
@@ -278,7 +276,7 @@ def run_benchmarks(
                 root = work_dir / group
                 root.mkdir()
                 catalog.write_catalog(root / "patterns", 10)
-                with store_for(backend, work_dir) as database_url:
+                with store_for(backend) as database_url:
                     env = service_env(
                         upstream_url=upstream,
                         pattern_dir=root / "patterns",
@@ -299,6 +297,21 @@ def run_benchmarks(
                         attempt(route.target(group), target)
 
             attempt(group, service)
+
+    if not args.no_streams:
+        phases = Phases(
+            seconds=2.0 if args.quick else args.c1,
+            open_streams=args.open_streams or (32 if args.quick else 256),
+        )
+        report.settings["streams"] = {"seconds": phases.seconds, "open": phases.open_streams}
+
+        def streams() -> None:
+            stream_run = StreamRun(children, cores, upstream, work_dir, phases, args.start_timeout)
+            with store_for("sqlite" if "postgres" not in backends else "postgres") as url:
+                stores = {b: (url if b == "postgres" else None) for b in backends}
+                report.streams.extend(measure_streams(stream_run, stores))
+
+        attempt("streams", streams)
 
     if not args.no_catalog:
         # Quick mode skips the small catalog: each run starts three interpreters.
@@ -340,7 +353,7 @@ def run_profile(args: argparse.Namespace, children: Children, work_dir: Path, co
     upstream = start_upstream(children, cores.load, args.upstream_latency_ms)
     root = work_dir / "profiled"
     catalog.write_catalog(root / "patterns", 10)
-    with store_for(args.backend if args.backend != "both" else "sqlite", work_dir) as url:
+    with store_for(args.backend if args.backend != "both" else "sqlite") as url:
         env = service_env(
             upstream_url=upstream,
             pattern_dir=root / "patterns",

@@ -2,10 +2,11 @@
 
 `POST /v1/chat` takes the already-rendered prompt; `POST /v1/chat/tools` takes an OpenAI-shaped
 conversation with tools (loosely typed: the SDK is handed the messages and tools as they came)
-and answers with the text or the tool calls. One client is built at start-up (lifespan) and
-closed at shutdown; no retries. Served by the harness as `uvicorn bench.baseline:app` (one
-worker, uvloop and httptools, no access log), the same server set-up `genai serve` uses. The
-upstream is read from BENCH_UPSTREAM_URL.
+and answers with the text or the tool calls; `POST /v1/chat/stream` takes a plain OpenAI chat
+request and relays the SDK's stream as server-sent events, one `data:` line per chunk. One client
+is built at start-up (lifespan) and closed at shutdown; no retries. Served by the harness as
+`uvicorn bench.baseline:app` (one worker, uvloop and httptools, no access log), the same server
+set-up `genai serve` uses. The upstream is read from BENCH_UPSTREAM_URL.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from contextlib import asynccontextmanager
 from typing import Any, cast
 
 from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
 from openai import AsyncOpenAI
 from openai.types.chat import (
     ChatCompletionMessageParam,
@@ -127,3 +129,33 @@ async def chat_tools(body: ToolChatIn, request: Request) -> ToolChatOut:
             if c.type == "function"
         ],
     )
+
+
+class StreamChatIn(BaseModel):
+    """A plain OpenAI chat request that asks for a stream."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+@app.post("/v1/chat/stream")
+async def chat_stream(body: StreamChatIn, request: Request) -> StreamingResponse:
+    client: AsyncOpenAI = request.app.state.client
+    stream = await client.chat.completions.create(
+        model=body.model,
+        messages=cast(list[ChatCompletionMessageParam], body.messages),
+        temperature=body.temperature,
+        max_tokens=body.max_tokens,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+
+    async def events() -> AsyncIterator[bytes]:
+        async with stream:
+            async for chunk in stream:
+                yield b"data: " + chunk.model_dump_json(exclude_unset=True).encode() + b"\n\n"
+        yield b"data: [DONE]\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream")

@@ -15,6 +15,7 @@ from typing import Any
 
 from bench.measure import TargetResult
 from bench.startup import CatalogResult
+from bench.streams import Phases, StreamResult, stream_comparisons, stream_tables
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = (
@@ -86,6 +87,7 @@ class Report:
     settings: dict[str, Any]
     targets: list[TargetResult] = field(default_factory=list)
     catalogs: list[CatalogResult] = field(default_factory=list)
+    streams: list[StreamResult] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
@@ -211,7 +213,29 @@ class Report:
                     b <= a * 1.1 + 0.1,
                 )
             )
-        return goals + self.route_goals()
+        return goals + self.route_goals() + self.stream_goals()
+
+    def stream_goals(self) -> list[Goal]:
+        """Issue 17: a streamed answer's first token and stream rate, against the passthrough."""
+        goals: list[Goal] = []
+        for c in stream_comparisons(self.streams):
+            name, p50, p99 = (
+                c["service"],
+                c["first_token_p50_delta_ms"],
+                c["first_token_p99_delta_ms"],
+            )
+            ratio = c["streams_per_s_ratio"]
+            goals += [
+                Goal(f"{name}: first token p50 within 0.5 ms", f"{p50:+.2f} ms", p50 <= 0.5, 17),
+                Goal(f"{name}: first token p99 within 1 ms", f"{p99:+.2f} ms", p99 <= 1.0, 17),
+                Goal(
+                    f"{name}: streams/s with many open at least 0.9x",
+                    "n/a" if ratio is None else f"{ratio:.2f}x",
+                    None if ratio is None else ratio >= 0.9,
+                    17,
+                ),
+            ]
+        return goals
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -221,6 +245,8 @@ class Report:
             "targets": [t.as_dict() for t in self.targets],
             "comparisons": self.comparisons(),
             "catalog": [c.as_dict() for c in self.catalogs],
+            "streams": [r.as_dict() for r in self.streams],
+            "stream_comparisons": stream_comparisons(self.streams),
             "goals": [g.__dict__ for g in self.goals()],
             "problems": self.problems,
         }
@@ -302,6 +328,13 @@ class Report:
                     f"| {size.patterns:,} | {size.list_s:.2f} s | {size.ready_s:.2f} s | "
                     f"{size.render.p50_ms:.2f} ms | {size.render.p99_ms:.2f} ms |"
                 )
+        if self.streams:
+            streamed = self.settings.get("streams", {})
+            lines += stream_tables(
+                self.streams,
+                Phases(seconds=streamed.get("seconds", 0), open_streams=streamed.get("open", 0)),
+                s.get("stream_gap_ms", 5.0),
+            )
         goals = self.goals()
         for issue in sorted({g.issue for g in goals}):
             lines += ["", f"| goal (issue {issue}) | measured | met |", "|---|---|---|"]

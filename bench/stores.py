@@ -85,3 +85,13 @@ def audit_rows(database_url: str) -> dict[str, int] | None:
         return asyncio.run(_pg_counts(database_url))
     except (OSError, sqlite3.Error, asyncpg.PostgresError, IndexError):
         return None
+
+
+@contextlib.contextmanager
+def store_for(backend: str) -> Iterator[str | None]:
+    """GENAI_DATABASE_URL for the backend: None (SQLite in the data dir) or a scratch database."""
+    if backend == "sqlite":
+        yield None
+    else:
+        with scratch_postgres() as url:
+            yield url

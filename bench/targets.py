@@ -42,11 +42,18 @@ class Server:
 
 
 def start_upstream(
-    children: Children, cores: frozenset[int] | None, latency_ms: float, *, flood_mb: float = 0
+    children: Children,
+    cores: frozenset[int] | None,
+    latency_ms: float,
+    *,
+    flood_mb: float = 0,
+    stream_gap_ms: float = 5.0,
 ) -> str:
     """The loopback provider; its base URL (it picks its own free port). `flood_mb`: the size
-    of the answer to a prompt starting with bench.upstream.FLOOD_MARK."""
+    of the answer to a prompt starting with bench.upstream.FLOOD_MARK; `stream_gap_ms`: the time
+    between a streamed answer's deltas."""
     argv = [sys.executable, "-m", "bench.upstream", "--latency-ms", str(latency_ms)]
+    argv += ["--stream-gap-ms", str(stream_gap_ms)]
     if flood_mb > 0:
         argv += ["--flood-mb", str(flood_mb)]
     child = children.start("upstream", argv, cores=cores)

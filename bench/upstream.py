@@ -3,14 +3,17 @@
 It is the provider behind every benchmarked server, so it must never be the bottleneck: a raw
 asyncio HTTP/1.1 keep-alive protocol (uvloop when installed), no framework, one process.
 
-    python -m bench.upstream [--port 0] [--latency-ms 0] [--flood-mb 0]
+    python -m bench.upstream [--port 0] [--latency-ms 0] [--stream-gap-ms 5] [--flood-mb 0]
 
 It prints `PORT <n>` on stdout once it listens. Routes: POST /v1/chat/completions (OpenAI),
 POST /v1/messages (Anthropic), POST /api/chat and GET /api/tags (Ollama), GET /healthz.
 
 A request that offers tools (and does not turn them off) is answered with one call to the tool
 its `tool_choice` names, or else to the last tool offered, with a placeholder for each required
-argument; any other request gets the fixed text ANSWER.
+argument; any other request gets the fixed text ANSWER. An OpenAI request that asks for a stream
+gets ANSWER as STREAM_PIECES `chat.completion.chunk` deltas sent `--stream-gap-ms` apart (a
+model producing tokens), then the finish chunk, the usage chunk when `stream_options` asks for
+it, and `[DONE]`; the connection stays open for the next request.
 
 With `--flood-mb N`, an OpenAI request whose last user message starts with FLOOD_MARK gets an
 answer of N MB of text instead (a hostile or broken provider, bench/tenant_stall.py): streamed
@@ -39,6 +42,9 @@ _LOREM = b"Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusm
 _FLOOD_PIECE = (_LOREM * (16 * 1024 // len(_LOREM) + 1))[: 16 * 1024]
 _REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 411: b"Length Required"}
 _counter = itertools.count(1)
+STREAM_PIECES = 8
+Paced = Iterator[bytes | float]
+"""A streamed answer: bytes to write, or seconds to wait before the next write."""
 
 
 def _last_user_text(body: dict[str, Any]) -> str:
@@ -165,6 +171,12 @@ _CHAT_ROUTES: dict[bytes, Callable[..., tuple[dict[str, Any], list[tuple[str, st
 }
 
 
+def _sse_frame(base: dict[str, Any], choices: list[Any], **extra: Any) -> bytes:
+    """One chunked-encoding chunk holding one SSE `data:` event of a chat.completion.chunk."""
+    event = b"data: " + json.dumps({**base, "choices": choices, **extra}).encode() + b"\n\n"
+    return b"%x\r\n%s\r\n" % (len(event), event)
+
+
 def _flood_stream(model: str, n: int, pieces: int) -> Iterator[bytes]:
     """An SSE stream of `pieces` deltas of _FLOOD_PIECE each, chunked, generated lazily."""
     yield (
@@ -174,19 +186,43 @@ def _flood_stream(model: str, n: int, pieces: int) -> Iterator[bytes]:
     base: dict[str, Any] = {"id": f"chatcmpl-bench-{n}", "object": "chat.completion.chunk"}
     base |= {"created": int(time.time()), "model": model}
 
-    def frame(choices: list[Any], **extra: Any) -> bytes:
-        event = b"data: " + json.dumps({**base, "choices": choices, **extra}).encode() + b"\n\n"
-        return b"%x\r\n%s\r\n" % (len(event), event)
-
-    yield frame([{"index": 0, "delta": {"role": "assistant", "content": ""}}])
+    yield _sse_frame(base, [{"index": 0, "delta": {"role": "assistant", "content": ""}}])
     text = _FLOOD_PIECE.decode()
-    delta = frame([{"index": 0, "delta": {"content": text}, "finish_reason": None}])
+    delta = _sse_frame(base, [{"index": 0, "delta": {"content": text}, "finish_reason": None}])
     for _ in range(pieces):
         yield delta
-    yield frame([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+    yield _sse_frame(base, [{"index": 0, "delta": {}, "finish_reason": "stop"}])
     tokens = pieces * len(_FLOOD_PIECE) // 4
     usage = {"prompt_tokens": 412, "completion_tokens": tokens, "total_tokens": 412 + tokens}
-    yield frame([], usage=usage)
+    yield _sse_frame(base, [], usage=usage)
+    yield b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"
+
+
+def _pieces(text: str, count: int) -> list[str]:
+    """`text` cut into `count` pieces at word boundaries, as a model streams it."""
+    words = text.split(" ")
+    size = -(-len(words) // count)
+    chunks = [" ".join(words[i : i + size]) for i in range(0, len(words), size)]
+    return [chunk if i == 0 else " " + chunk for i, chunk in enumerate(chunks)]
+
+
+def paced_stream(body: dict[str, Any], n: int, gap_s: float) -> Paced:
+    """ANSWER streamed as OpenAI chunks `gap_s` apart, keep-alive (see the module doc)."""
+    yield (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+        b"x-request-id: req_bench_%d\r\n\r\n" % n
+    )
+    base: dict[str, Any] = {"id": f"chatcmpl-bench-{n}", "object": "chat.completion.chunk"}
+    base |= {"created": int(time.time()), "model": body.get("model", "bench-model")}
+    yield _sse_frame(base, [{"index": 0, "delta": {"role": "assistant", "content": ""}}])
+    for piece in _pieces(ANSWER, STREAM_PIECES):
+        yield gap_s
+        yield _sse_frame(base, [{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
+    yield _sse_frame(base, [{"index": 0, "delta": {}, "finish_reason": "stop"}])
+    options = body.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage"):
+        usage = {"prompt_tokens": 412, "completion_tokens": 19, "total_tokens": 431}
+        yield _sse_frame(base, [], usage=usage)
     yield b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"
 
 
@@ -228,9 +264,10 @@ def _response(status: int, payload: bytes, headers: list[tuple[str, str]], ctype
 
 
 def answer(
-    method: bytes, path: bytes, raw_body: bytes, flood_mb: float = 0
-) -> bytes | Iterator[bytes]:
-    """The full HTTP response for one request (a flood: its bytes, generated lazily)."""
+    method: bytes, path: bytes, raw_body: bytes, flood_mb: float = 0, gap_s: float = 0.005
+) -> bytes | Iterator[bytes] | tuple[Paced]:
+    """The full HTTP response for one request: its bytes, a flood's bytes generated lazily (the
+    connection closes after it), or a paced stream in a 1-tuple (the connection stays open)."""
     path = path.split(b"?", 1)[0]
     if method == b"GET" and path in (b"/healthz", b"/api/tags"):
         payload = b'{"models": []}' if path == b"/api/tags" else b'{"status": "ok"}'
@@ -249,8 +286,10 @@ def answer(
     answer_body, headers = route(body, next(_counter))
     if route is _ollama and body.get("stream") is True:  # the SDK reads NDJSON until done
         return _response(200, json.dumps(answer_body).encode() + b"\n", [], "application/x-ndjson")
+    if route is _openai and body.get("stream") is True:
+        return (paced_stream(body, next(_counter), gap_s),)
     if body.get("stream") is True:
-        message = b'{"error": {"message": "the bench upstream does not stream"}}'
+        message = b'{"error": {"message": "the bench upstream streams only OpenAI answers"}}'
         return _response(400, message, headers, "application/json")
     return _response(200, json.dumps(answer_body).encode(), headers, "application/json")
 
@@ -258,9 +297,10 @@ def answer(
 class UpstreamProtocol(asyncio.Protocol):
     """HTTP/1.1 with keep-alive and Content-Length or chunked bodies; nothing else."""
 
-    def __init__(self, latency_s: float, flood_mb: float = 0) -> None:
+    def __init__(self, latency_s: float, flood_mb: float = 0, gap_s: float = 0.005) -> None:
         self._latency_s = latency_s
         self._flood_mb = flood_mb
+        self._gap_s = gap_s
         self._buffer = bytearray()
         self._transport: asyncio.Transport | None = None
         self._writable = asyncio.Event()
@@ -282,12 +322,35 @@ class UpstreamProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._buffer.extend(data)
+        self._serve_buffered()
+
+    def _serve_buffered(self) -> None:
         while self._flooding is None and (request := self._next_request()) is not None:
             response, close = request
+            loop = asyncio.get_running_loop()
             if isinstance(response, bytes):
                 self._send(response, close)
+            elif isinstance(response, tuple):
+                self._flooding = loop.create_task(self._pace(response[0], close))
             else:
-                self._flooding = asyncio.get_running_loop().create_task(self._pour(response))
+                self._flooding = loop.create_task(self._pour(response))
+
+    async def _pace(self, events: Paced, close: bool) -> None:
+        """Write a paced stream, waiting where it says; then serve what the peer sent next."""
+        if self._latency_s > 0:
+            await asyncio.sleep(self._latency_s)
+        for event in events:
+            if self._transport is None:
+                return
+            if isinstance(event, float):
+                await asyncio.sleep(event)
+            else:
+                self._transport.write(event)
+        self._flooding = None
+        if close and self._transport is not None:
+            self._transport.close()
+        elif self._transport is not None:
+            self._serve_buffered()
 
     async def _pour(self, chunks: Iterator[bytes]) -> None:
         """Write a flood as fast as the peer reads it, then close; stop when the peer leaves."""
@@ -315,7 +378,7 @@ class UpstreamProtocol(asyncio.Protocol):
         if close:
             self._transport.close()
 
-    def _next_request(self) -> tuple[bytes | Iterator[bytes], bool] | None:
+    def _next_request(self) -> tuple[bytes | Iterator[bytes] | tuple[Paced], bool] | None:
         end = self._buffer.find(b"\r\n\r\n")
         if end < 0:
             return None
@@ -338,7 +401,7 @@ class UpstreamProtocol(asyncio.Protocol):
             body, consumed = bytes(self._buffer[start : start + length]), start + length
         del self._buffer[:consumed]
         close = headers.get(b"connection", b"").lower() == b"close"
-        return answer(method, path, body, self._flood_mb), close
+        return answer(method, path, body, self._flood_mb, self._gap_s), close
 
     def _dechunk(self, start: int) -> tuple[bytes, int] | None:
         body = bytearray()
@@ -357,10 +420,10 @@ class UpstreamProtocol(asyncio.Protocol):
             at = chunk_start + size + 2
 
 
-async def serve(port: int, latency_s: float, flood_mb: float = 0) -> None:
+async def serve(port: int, latency_s: float, flood_mb: float = 0, gap_s: float = 0.005) -> None:
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
-        lambda: UpstreamProtocol(latency_s, flood_mb),
+        lambda: UpstreamProtocol(latency_s, flood_mb, gap_s),
         "127.0.0.1",
         port,
         backlog=1024,
@@ -381,13 +444,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--flood-mb", type=float, default=0.0, help=f"Answer size for a {FLOOD_MARK!r} prompt."
     )
+    parser.add_argument(
+        "--stream-gap-ms", type=float, default=5.0, help="Time between a stream's deltas."
+    )
     args = parser.parse_args(argv)
     with contextlib.suppress(ImportError):
         import uvloop
 
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     try:
-        asyncio.run(serve(args.port, args.latency_ms / 1000, args.flood_mb))
+        gap_s = args.stream_gap_ms / 1000
+        asyncio.run(serve(args.port, args.latency_ms / 1000, args.flood_mb, gap_s))
     except OSError as exc:
         sys.exit(f"bench upstream: cannot listen on 127.0.0.1:{args.port}: {exc}")
 
