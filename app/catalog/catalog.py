@@ -60,6 +60,13 @@ class PatternCatalog:
     ) -> RenderedPattern:
         return self._owner(name).apply_template(name, variables, user_prompt=user_prompt)
 
+    def renders_quickly(self, name: str) -> bool:
+        """Compiled already and quick to render (cheap, never compiles: fine on the loop)."""
+        try:
+            return self._owner(name).renders_quickly(name)
+        except PatternNotFound:
+            return False
+
     def names(self) -> list[str]:
         return sorted({name for library in self.libraries for name in library.names()})
 

@@ -10,9 +10,10 @@ the wall-clock limit; called directly they are size-bounded but untimed.
 from __future__ import annotations
 
 from collections.abc import Generator, Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
-from jinja2 import StrictUndefined, Template, TemplateSyntaxError, UndefinedError
+from jinja2 import StrictUndefined, Template, TemplateSyntaxError, UndefinedError, nodes
 from jinja2.exceptions import SecurityError
 
 from app.catalog.budget import OverBudget, render_allowance, tick, too_large
@@ -34,8 +35,38 @@ _ENV = BoundedSandbox(
 )
 
 
-def compile_template(name: str, source: str) -> tuple[Template, frozenset[str]]:
-    """Compile once; return the template and the variable names it references."""
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    template: Template
+    referenced: frozenset[str]  # the variable names it reads
+    quick: bool  # see `renders_quickly`
+
+
+# Constructs whose cost is not bounded by the template's size times its inputs' size.
+_OPEN_ENDED = (
+    nodes.Macro,
+    nodes.CallBlock,
+    nodes.Include,
+    nodes.Import,
+    nodes.FromImport,
+    nodes.Extends,
+    nodes.FilterBlock,
+)
+
+
+def renders_quickly(parsed: nodes.Template) -> bool:
+    """True when a render costs at most the template's size times its inputs' size: no macro,
+    call block, include, import or inheritance, and no loop inside another loop. With small
+    inputs such a template renders in microseconds, so it may render on the event loop."""
+    if any(True for _ in parsed.find_all(_OPEN_ENDED)):
+        return False
+    return not any(
+        any(True for _ in loop.find_all(nodes.For)) for loop in parsed.find_all(nodes.For)
+    )
+
+
+def compile_section(name: str, source: str) -> Compiled:
+    """Compile once; the template, the variable names it references, and whether it is quick."""
     try:
         parsed = _ENV.parse(source)
         template = _ENV.from_string(parsed)  # compile the tree already parsed, not the text again
@@ -47,7 +78,13 @@ def compile_template(name: str, source: str) -> tuple[Template, frozenset[str]]:
         raise RenderTooDeep(name, "the template nests too deeply to compile") from None
     except OverBudget as exc:  # the compile itself ran past the deadline
         raise exc.kind(name, exc.problem) from None
-    return template, undeclared_variables(_ENV, parsed)
+    return Compiled(template, undeclared_variables(_ENV, parsed), renders_quickly(parsed))
+
+
+def compile_template(name: str, source: str) -> tuple[Template, frozenset[str]]:
+    """Compile once; return the template and the variable names it references."""
+    compiled = compile_section(name, source)
+    return compiled.template, compiled.referenced
 
 
 def apply_template(

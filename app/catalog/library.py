@@ -56,6 +56,12 @@ class _CompileOnce:
         result = self._result
         return result if isinstance(result, InvalidPattern) else None
 
+    @property
+    def compiled(self) -> Pattern | None:
+        """The compiled pattern if a compile already succeeded; never compiles."""
+        result = self._result
+        return result if isinstance(result, Pattern) else None
+
     def pattern(self) -> Pattern:
         result = self._result
         if result is None:
@@ -217,6 +223,14 @@ class PatternLibrary:
         if (problem := loaded.known_problem) is not None:
             raise _fresh(problem)
         return loaded.source.info
+
+    def renders_quickly(self, name: str) -> bool:
+        """Already compiled, and quick (`Pattern.renders_quickly`); never compiles."""
+        entry = self._entries.get(name)
+        if entry is None or isinstance(entry.loaded, InvalidPattern):
+            return False
+        compiled = entry.loaded.compiled
+        return compiled is not None and compiled.renders_quickly
 
     def get(self, name: str) -> Pattern:
         """The compiled pattern. Blocking on its first call per file version: a render thread."""

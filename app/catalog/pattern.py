@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from app.catalog.contract import declaration_problems, require_supplied
-from app.catalog.engine import apply_template, compile_template
+from app.catalog.engine import apply_template, compile_section
 from app.errors import InvalidPattern, RenderLimitExceeded, RenderTimeout
 from app.routing.capabilities import Requirement
 from app.schemas import Message, ModelParams, Tool, ToolChoice, ToolSet, is_snippet_label
@@ -117,6 +117,7 @@ class Section:
     role: Role
     template: Template
     referenced: frozenset[str]
+    quick: bool = False  # app.catalog.engine.renders_quickly
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +141,11 @@ class Pattern(PatternInfo):
     @property
     def required_variables(self) -> list[str]:
         return sorted(self.referenced - self.meta.defaults.keys())
+
+    @property
+    def renders_quickly(self) -> bool:
+        """Every section is quick (app.catalog.engine.renders_quickly)."""
+        return all(section.quick for section in self.sections)
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,12 +286,12 @@ def compile_pattern(source: PatternSource) -> Pattern:
     sections = []
     for role, text in source.sections:
         try:
-            template, referenced = compile_template(info.name, text)
+            compiled = compile_section(info.name, text)
         except RenderTimeout:
             raise
         except RenderLimitExceeded as exc:  # nesting too deep to compile: a broken file
             raise InvalidPattern(info.name, [exc.message]) from None
-        sections.append(Section(role, template, referenced))
+        sections.append(Section(role, compiled.template, compiled.referenced, compiled.quick))
     referenced = frozenset().union(*(s.referenced for s in sections))
     if info.meta.user_template:
         referenced -= {USER_PROMPT_VARIABLE}

@@ -1,6 +1,7 @@
 """SourceResolver: the pattern file, database template, fallback or built-in chat, rendered.
 
-Every render runs on the bounded TemplateRenderer, never on the event loop. Template versions
+Every render runs on the bounded TemplateRenderer: a compiled pattern that renders quickly over
+small inputs on the loop within a short slice, anything else in a render thread. Template versions
 come through the small `TemplateVersions` protocol, so the catalog does not depend on the store.
 """
 
@@ -14,7 +15,7 @@ import structlog
 
 from app.catalog.catalog import PatternCatalog
 from app.catalog.chat import CHAT_SOURCE, chat_source
-from app.catalog.renderer import TemplateRenderer
+from app.catalog.renderer import TemplateRenderer, small_inputs
 from app.catalog.source import DATABASE_BASE_PATH, RenderedSource
 from app.catalog.templates import FALLBACK_SHA256, render_fallback, render_template_version
 from app.schemas import RenderRequest, TemplateRef, TemplateVersion
@@ -61,7 +62,8 @@ class SourceResolver:
         render = functools.partial(
             self._patterns.apply_template, name, variables, user_prompt=user_prompt
         )
-        rendered = await self._renderer.run(name, render)
+        quick = self._patterns.renders_quickly(name) and small_inputs(variables, user_prompt)
+        rendered = await self._renderer.run(name, render, quick=quick)
         pattern, meta = rendered.pattern, rendered.pattern.meta
         examples, user = rendered.messages, user_prompt
         if meta.user_template:
