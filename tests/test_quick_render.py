@@ -142,7 +142,7 @@ async def test_patterns_render_on_the_loop_only_once_compiled_quick_and_small(
         seen.append(quick)
         return await run(name, work, quick=quick)  # type: ignore[arg-type]
 
-    renderer.run = spy  # type: ignore[method-assign]
+    renderer.run = spy  # type: ignore[method-assign,assignment]
     try:
         assert not catalog.renders_quickly("greet")  # not compiled yet: compiled in a thread
         first = await resolver.pattern("greet", {"name": "Ada"}, "hi")
