@@ -27,7 +27,7 @@ from pathlib import Path
 from types import FrameType
 
 from bench import catalog
-from bench.load import run_load, tool_name, wrk_path
+from bench.load import LoadResult, run_load, tool_name, wrk_path
 from bench.measure import Plan, TargetResult, measure, smoke, with_audit_rows
 from bench.procs import BenchError, Children, Cores
 from bench.profiling import finish_recording, start_recording, summarise
@@ -343,13 +343,65 @@ def run_benchmarks(
     return report
 
 
-def run_profile(args: argparse.Namespace, children: Children, work_dir: Path, cores: Cores) -> int:
-    """py-spy on the service during a c=1 and a c=32 run; files under bench/profiles/."""
-    route = ROUTES[args.route[0]]
-    prefix = "" if route.key == "completions" else f"{route.key}-"
+def profile_server(
+    args: argparse.Namespace, server: Server, *, label: str, prefix: str, work_dir: Path
+) -> int:
+    """Warm up, then py-spy during a c=1 and a c=32 run; 1 when requests failed."""
     use_wrk = wrk_path() is not None and not args.python_load
     out_dir = BENCH_DIR / "profiles"
     out_dir.mkdir(exist_ok=True)
+    cores = Cores.plan(not args.no_pin).load
+
+    def load(concurrency: int, seconds: float) -> LoadResult:
+        return run_load(
+            port=server.port,
+            path=server.path,
+            body=server.body,
+            headers=server.headers,
+            concurrency=concurrency,
+            seconds=seconds,
+            work_dir=work_dir,
+            cores=cores,
+            use_wrk=use_wrk,
+        )
+
+    smoke(server)
+    load(8, args.warmup)
+    for concurrency in (1, 32):
+        profile = out_dir / f"{prefix}c{concurrency}.speedscope.json"
+        recorder = start_recording(
+            server.child.pid, profile, args.profile_seconds, args.profile_rate
+        )
+        try:
+            time.sleep(0.5)  # py-spy attaches
+            result = load(concurrency, args.profile_seconds)
+            finish_recording(recorder, timeout=args.profile_seconds + 30)
+        finally:
+            if recorder.poll() is None:
+                recorder.kill()
+                recorder.wait()
+        title = (
+            f"{label} at c={concurrency}: {result.rps:.0f} req/s, p50 {result.p50_ms:.2f} ms, "
+            f"p99 {result.p99_ms:.2f} ms under py-spy ({args.profile_rate} Hz)"
+        )
+        summary = out_dir / f"summary-{prefix}{concurrency}.txt"
+        # The recording starts 0.5 s into the load and lasts as long: it saw that many requests.
+        recorded = result.rps * max(args.profile_seconds - 0.5, 0.5)
+        summary.write_text(summarise(profile, title, requests=recorded))
+        log(
+            f"c={concurrency}: {profile.relative_to(BENCH_DIR.parent)}, "
+            f"{summary.relative_to(BENCH_DIR.parent)} ({result.failures} failures)"
+        )
+        if result.failures:
+            return 1
+    return 0
+
+
+def run_profile(args: argparse.Namespace, children: Children, work_dir: Path, cores: Cores) -> int:
+    """py-spy on the service, then on its baseline, during a c=1 and a c=32 run each; files
+    under bench/profiles/ (the baseline's summaries hold the same stages: the floor to compare)."""
+    route = ROUTES[args.route[0]]
+    prefix = "" if route.key == "completions" else f"{route.key}-"
     upstream = start_upstream(children, cores.load, args.upstream_latency_ms)
     root = work_dir / "profiled"
     catalog.write_catalog(root / "patterns", 10)
@@ -375,57 +427,25 @@ def run_profile(args: argparse.Namespace, children: Children, work_dir: Path, co
             route=route,
         )
         try:
-            smoke(server)
-            run_load(
-                port=server.port,
-                path=server.path,
-                body=server.body,
-                headers=server.headers,
-                concurrency=8,
-                seconds=args.warmup,
-                work_dir=root,
-                cores=cores.load,
-                use_wrk=use_wrk,
+            label = f"service ({args.backend}) POST {route.path} ({route.key})"
+            failed = profile_server(
+                args, server, label=label, prefix=f"service-{prefix}", work_dir=root
             )
-            for concurrency in (1, 32):
-                profile = out_dir / f"service-{prefix}c{concurrency}.speedscope.json"
-                recorder = start_recording(
-                    server.child.pid, profile, args.profile_seconds, args.profile_rate
-                )
-                try:
-                    time.sleep(0.5)  # py-spy attaches
-                    result = run_load(
-                        port=server.port,
-                        path=server.path,
-                        body=server.body,
-                        headers=server.headers,
-                        concurrency=concurrency,
-                        seconds=args.profile_seconds,
-                        work_dir=root,
-                        cores=cores.load,
-                        use_wrk=use_wrk,
-                    )
-                    finish_recording(recorder, timeout=args.profile_seconds + 30)
-                finally:
-                    if recorder.poll() is None:
-                        recorder.kill()
-                        recorder.wait()
-                title = (
-                    f"service ({args.backend}) POST {route.path} ({route.key}) at c={concurrency}: "
-                    f"{result.rps:.0f} req/s, p50 {result.p50_ms:.2f} ms, "
-                    f"p99 {result.p99_ms:.2f} ms under py-spy ({args.profile_rate} Hz)"
-                )
-                summary = out_dir / f"summary-{prefix}{concurrency}.txt"
-                summary.write_text(summarise(profile, title))
-                log(
-                    f"c={concurrency}: {profile.relative_to(BENCH_DIR.parent)}, "
-                    f"{summary.relative_to(BENCH_DIR.parent)} ({result.failures} failures)"
-                )
-                if result.failures:
-                    return 1
         finally:
             children.stop(server.child)
-    return 0
+    if failed or route.baseline is None:
+        return failed
+    baseline = BASELINES[route.baseline]
+    server = start_baseline(
+        children, cores.server, upstream, args.start_timeout, name="baseline", route=baseline
+    )
+    try:
+        label = f"baseline POST {baseline.path} (for {route.key})"
+        return profile_server(
+            args, server, label=label, prefix=f"baseline-{prefix}", work_dir=work_dir
+        )
+    finally:
+        children.stop(server.child)
 
 
 def main(argv: list[str] | None = None) -> int:

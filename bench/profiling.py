@@ -1,8 +1,10 @@
 """py-spy on the measured service: a speedscope profile per run and a text summary of hot spots.
 
-The summary aggregates the recorded stacks two ways: self time by leaf function (where the
-CPU actually was) and cumulative time by function (every frame on the stack), the latter also
-restricted to the project's own code so the expensive paths through app/ stand out.
+The summary aggregates the recorded stacks three ways: by stage of the request (the innermost
+stage a sample's stack is in, in microseconds per request: the floor each stage sets), self time
+by leaf function (where the CPU actually was) and cumulative time by function (every frame on the
+stack), the latter also restricted to the project's own code so the expensive paths through app/
+stand out.
 """
 
 from __future__ import annotations
@@ -69,14 +71,47 @@ def _frame_label(frame: dict[str, object]) -> str:
     return f"{frame.get('name', '?')} ({file})"
 
 
-def summarise(profile_path: Path, title: str, top: int = 25) -> str:
-    """Top functions by self and by cumulative share of the samples, as plain text."""
+# (stage, markers): a sample belongs to the innermost frame of its stack that holds a marker
+# (checked from the root down, so a later match wins); the baseline's frames fall in the same
+# stages as the service's (its SDK call is a provider call, its route a route).
+STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("HTTP server and framework", ("(uvicorn/", "(starlette/", "(fastapi/", "(anyio/")),
+    ("request context: log line, metrics", ("(app/middleware/request_context.py)",)),
+    ("middleware: shed, body limit", ("(app/middleware/shedding.py)", "(app/middleware/body_")),
+    ("auth", ("(app/middleware/auth.py)", "(app/auth/")),
+    ("route: body, door, response", ("(app/api/", "(bench/baseline.py)")),
+    ("pipeline bookkeeping", ("(app/service/", "(app/pipeline/upstream", "(app/pipeline/calls")),
+    ("prepare: render, assemble, choose", ("(app/pipeline/prepare", "(app/catalog/", "(app/pro")),
+    ("cache", ("(app/cache/",)),
+    ("audit records: build, redact, write", ("(app/audit/", "(app/store/", "(aiosqlite/")),
+    ("provider call: SDK and HTTP", ("(app/providers/", "(openai/", "(httpx", "(httpcore/")),
+    ("logging and metrics libraries", ("(structlog/", "(prometheus_client/")),
+)
+IDLE_LOOP = "event loop's own C code (poll, transports)"
+
+
+def _stage(labels: list[str]) -> str:
+    found = "other"
+    for label in labels:
+        for stage, markers in STAGES:
+            if any(marker in label for marker in markers):
+                found = stage
+                break
+    if found == "other" and labels and labels[-1].startswith("Runner.run "):
+        return IDLE_LOOP
+    return found
+
+
+def summarise(profile_path: Path, title: str, top: int = 25, requests: float = 0) -> str:
+    """Stages, then top functions by self and by cumulative share of the samples, as plain
+    text; with the number of `requests` served while recording, each stage's µs per request."""
     data = json.loads(profile_path.read_text())
     frames = data["shared"]["frames"]
     labels = [_frame_label(frame) for frame in frames]
     own: Counter[str] = Counter()
     loop_own: Counter[str] = Counter()  # the event loop's thread, where request work runs
     cumulative: Counter[str] = Counter()
+    stages: Counter[str] = Counter()
     total = 0.0
     threads: Counter[str] = Counter()
     for profile in data["profiles"]:
@@ -88,6 +123,7 @@ def summarise(profile_path: Path, title: str, top: int = 25) -> str:
             if not stack:
                 continue
             total += weight
+            stages[_stage([labels[i] for i in stack])] += weight
             own[labels[stack[-1]]] += weight
             if main:
                 loop_own[labels[stack[-1]]] += weight
@@ -114,6 +150,14 @@ def summarise(profile_path: Path, title: str, top: int = 25) -> str:
         "transports) shows as self time of Runner.run.",
         "",
     ]
+    per_request = f"{'µs per request':>15}" if requests else ""
+    lines += [f"By stage (innermost stage on the stack, all threads):  share{per_request}"]
+    for stage, seconds in stages.most_common():
+        cost = f"{seconds / requests * 1e6:15.0f}" if requests else ""
+        lines.append(f"  {stage:<48} {seconds / total * 100:5.1f}%{cost}")
+    if requests:
+        lines.append(f"  {'all':<48} 100.0%{total / requests * 1e6:15.0f}")
+    lines += [""]
     lines += [f"Top {top} by self time (leaf frame, all threads):", *table(own), ""]
     lines += [f"Top {top} by self time on the event loop's thread:", *table(loop_own), ""]
     lines += [f"Top {top} by cumulative time (on the stack):", *table(cumulative), ""]
