@@ -43,6 +43,26 @@ EXPOSED_HEADERS = [
 ]
 
 
+# The OpenAPI document's sections, in the order it lists them.
+OPENAPI_TAGS = [
+    {"name": "completions", "description": "Render patterns and call models."},
+    {"name": "patterns", "description": "The prompt pattern catalog (files)."},
+    {"name": "templates", "description": "Versioned prompt templates (database)."},
+    {"name": "snippets", "description": "Reusable prompt fragments (database and files)."},
+    {"name": "jobs", "description": "The audit trail: records, replay, drift."},
+    {"name": "keys", "description": "API keys and their scopes (admin)."},
+    {"name": "health", "description": "Probes and metrics for operators."},
+    {
+        "name": "openai-compatible",
+        "description": "OpenAI Chat Completions and model list, for OpenAI SDKs.",
+    },
+    {
+        "name": "anthropic-compatible",
+        "description": "Anthropic Messages and token counting, for Anthropic SDKs.",
+    },
+]
+
+
 def _metrics_of(app: FastAPI) -> Metrics | None:
     """The app's metrics once its lifespan has built the runtime."""
     runtime: Runtime | None = getattr(app.state, "runtime", None)
@@ -76,26 +96,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="A completion gateway with managed prompt patterns and provable provenance.",
         lifespan=lifespan,
         default_response_class=GatewayJSONResponse,
-        openapi_tags=[
-            {"name": "completions", "description": "Render patterns and call models."},
-            {"name": "patterns", "description": "The prompt pattern catalog (files)."},
-            {"name": "templates", "description": "Versioned prompt templates (database)."},
-            {"name": "snippets", "description": "Reusable prompt fragments (database and files)."},
-            {"name": "jobs", "description": "The audit trail: records, replay, drift."},
-            {"name": "keys", "description": "API keys and their scopes (admin)."},
-            {"name": "health", "description": "Probes and metrics for operators."},
-            {
-                "name": "openai-compatible",
-                "description": "OpenAI Chat Completions and model list, for OpenAI SDKs.",
-            },
-            {
-                "name": "anthropic-compatible",
-                "description": "Anthropic Messages and token counting, for Anthropic SDKs.",
-            },
-        ],
+        openapi_tags=OPENAPI_TAGS,
     )
     app.auth_enabled = not settings.auth_disabled  # documents 401/403 only when they happen
     install_error_handlers(app)
+    _add_middleware(app, settings)
+    for module in API_MODULES:
+        app.include_router(module.router)
+    return app
+
+
+def _add_middleware(app: FastAPI, settings: Settings) -> None:
+    """Each one added wraps the ones before it: the last added runs first on a request."""
     # Added first, so it runs inside RequestContextMiddleware: a 413 still has a request id.
     app.add_middleware(
         BodyLimitMiddleware,
@@ -117,6 +129,3 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             expose_headers=EXPOSED_HEADERS,
             max_age=600,
         )
-    for module in API_MODULES:
-        app.include_router(module.router)
-    return app

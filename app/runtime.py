@@ -31,11 +31,11 @@ from app.config import Settings
 from app.errors import ConfigurationProblems, GenAIError, StoreUnavailable
 from app.observability.metric_labels import LabelVocabulary
 from app.observability.metrics import Metrics
-from app.observability.readiness import Readiness
+from app.observability.readiness import Readiness, StoreState
 from app.pipeline.calls import StreamTimeouts
 from app.pipeline.model_check import unservable_patterns
-from app.pipeline.prepare import PromptPreparer
-from app.pipeline.upstream import Upstream
+from app.pipeline.prepare import ModelRules, PromptPreparer
+from app.pipeline.upstream import Upstream, UpstreamTuning
 from app.prompts.assembler import PromptAssembler, default_registry
 from app.providers import ProviderRegistry
 from app.providers.registry import provider_names
@@ -44,7 +44,7 @@ from app.routing.capabilities import CapabilityCatalog
 from app.routing.policy import ModelSelectionPolicy, configured_model_ids
 from app.routing.prices import PriceTable
 from app.schemas import ModelParams
-from app.service import GenAIService
+from app.service import CompletionTimeouts, GenAIService, Outcomes
 from app.snippets import SnippetLibrary
 from app.store.db import Database, describe_storage_error
 from app.store.jobs import JobRepository
@@ -226,55 +226,149 @@ def _label_vocabulary(
     )
 
 
-async def build_runtime(settings: Settings) -> Runtime:
-    # The model configuration is proven before anything is opened: a refusal leaves nothing
-    # to close, and names every problem at once (ConfigurationProblems, one line each).
+@dataclass(frozen=True, slots=True)
+class _Models:
+    """The model configuration, proven servable before anything is opened."""
+
+    patterns: PatternCatalog
+    rules: ModelRules
+
+
+def _proven_models(settings: Settings) -> _Models:
+    """A refusal leaves nothing to close, and names every problem at once
+    (ConfigurationProblems, one line each)."""
     patterns = PatternCatalog(roots=settings.pattern_dir, defaults=settings.pattern_defaults)
-    capabilities = CapabilityCatalog.load(settings.capabilities_file)
-    policy = ModelSelectionPolicy.from_settings(settings)
-    default_params = ModelParams(max_tokens=settings.default_max_tokens)
+    rules = ModelRules(
+        policy=ModelSelectionPolicy.from_settings(settings),
+        capabilities=CapabilityCatalog.load(settings.capabilities_file),
+        describe=ProviderRegistry.descriptor,  # known even for unconfigured providers
+        default_params=ModelParams(max_tokens=settings.default_max_tokens),
+        fallback_chains=settings.fallbacks,
+    )
     unservable = unservable_patterns(
         patterns.loadable(),
-        policy=policy,
-        capabilities=capabilities,
-        default_params=default_params,
-        describe=ProviderRegistry.descriptor,
+        policy=rules.policy,
+        capabilities=rules.capabilities,
+        default_params=rules.default_params,
+        describe=rules.describe,
     )
     if unservable:
         raise ConfigurationProblems(unservable)
+    return _Models(patterns=patterns, rules=rules)
+
+
+async def _open_database(settings: Settings) -> Database:
+    """Migrated on start when GENAI_AUTO_MIGRATE says so, else only checked."""
     database = Database.from_settings(settings)
     if settings.auto_migrate:
         await database.migrate()
     else:
         await _warn_if_schema_outdated(database)
-    keys_dir = settings.data_dir / "keys"
-    redactor = Redactor(
-        load_or_create_key(
+    return database
+
+
+@dataclass(frozen=True, slots=True)
+class _Keys:
+    """The secrets under the data directory, each created on first start unless configured."""
+
+    redactor: Redactor
+    data_key: bytes  # seals replay inputs and (with Redis) cached answers; replicas share it
+    vault: ReplayVault | None
+    auth_secret: bytes
+
+    @classmethod
+    def load(cls, settings: Settings) -> _Keys:
+        keys_dir = settings.data_dir / "keys"
+        redaction = load_or_create_key(
             settings.redaction_key, keys_dir / "redaction.key", what="GENAI_REDACTION_KEY"
         )
-    )
-    # Seals replay inputs and (with Redis) cached answers; replicas share it via GENAI_DATA_KEY.
-    data_key = load_or_create_key(settings.data_key, keys_dir / "data.key", what="GENAI_DATA_KEY")
-    vault = ReplayVault(data_key) if settings.audit.store_replay_inputs else None
-    authenticator = Authenticator(
+        data = load_or_create_key(settings.data_key, keys_dir / "data.key", what="GENAI_DATA_KEY")
+        auth = load_or_create_key(
+            settings.auth_secret, keys_dir / "auth.key", what="GENAI_AUTH_SECRET"
+        )
+        return cls(
+            redactor=Redactor(redaction),
+            data_key=data,
+            vault=ReplayVault(data) if settings.audit.store_replay_inputs else None,
+            auth_secret=auth,
+        )
+
+
+def _authenticator(settings: Settings, database: Database, keys: _Keys) -> Authenticator:
+    return Authenticator(
         ApiKeyRepository(database.sessions),
-        load_or_create_key(settings.auth_secret, keys_dir / "auth.key", what="GENAI_AUTH_SECRET"),
+        keys.auth_secret,
         cache_seconds=settings.auth_cache_seconds,
         disabled=settings.auth_disabled,
     )
-    metrics = Metrics(labels=_label_vocabulary(settings, policy, patterns))
+
+
+@dataclass(frozen=True, slots=True)
+class _Store:
+    """The audit store: the database, its job records, the background writer, the trail."""
+
+    database: Database
+    jobs: JobRepository
+    writer: AuditWriter
+    audit: AuditTrail
+
+
+async def _audit_store(settings: Settings, database: Database, keys: _Keys) -> _Store:
+    """The writer is started here: completions a stop could not write are restored first,
+    before anything new is queued."""
+    audit = settings.audit
     jobs = JobRepository(database.sessions, database.lane)
     writer = AuditWriter(
         jobs,
-        flush_seconds=settings.audit.flush_seconds,
-        batch_size=settings.audit.batch_size,
-        insert_window_seconds=settings.audit.insert_window_seconds,
-        stuck_after_seconds=settings.audit.stuck_after_seconds,
+        flush_seconds=audit.flush_seconds,
+        batch_size=audit.batch_size,
+        insert_window_seconds=audit.insert_window_seconds,
+        stuck_after_seconds=audit.stuck_after_seconds,
         spool_dir=settings.data_dir,
     )
-    await writer.restore_spooled()  # completions a stop could not write, before anything new
+    await writer.restore_spooled()
     writer.start()
-    templates = TemplateRepository(database.sessions)
+    trail = AuditTrail(
+        jobs=jobs, writer=writer, redactor=keys.redactor, vault=keys.vault, mode=audit.mode
+    )
+    return _Store(database=database, jobs=jobs, writer=writer, audit=trail)
+
+
+def _readiness(
+    settings: Settings, patterns: PatternCatalog, providers: ProviderRegistry, store: _Store
+) -> Readiness:
+    return Readiness(
+        patterns=patterns,
+        providers=providers,
+        store=StoreState(
+            schema_is_current=store.database.schema_is_current,
+            probe=store.audit.check_ready,
+            backlog=store.writer,
+            probe_timeout_seconds=settings.database_lock_timeout_seconds,
+        ),
+        auth_disabled=settings.auth_disabled,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Catalog:
+    """Where prompts come from: pattern files, stored templates, snippets, the renderer."""
+
+    patterns: PatternCatalog
+    templates: TemplateRepository
+    snippets: SnippetLibrary
+    renderer: TemplateRenderer
+
+    def resolver(self, metrics: Metrics) -> SourceResolver:
+        return SourceResolver(
+            patterns=self.patterns,
+            templates=self.templates,
+            renderer=self.renderer,
+            on_fallback=lambda role: metrics.template_fallbacks.inc(),
+        )
+
+
+def _catalog(settings: Settings, database: Database, patterns: PatternCatalog) -> _Catalog:
     snippets = SnippetLibrary(
         store=SnippetRepository(database.sessions), file_roots=list(settings.pattern_dir)
     )
@@ -284,85 +378,97 @@ async def build_runtime(settings: Settings) -> Runtime:
         max_chars=settings.render_max_chars,
         workers=settings.render_workers,
     )
-    providers = ProviderRegistry.from_settings(settings)
-    preparer = PromptPreparer(
-        resolver=SourceResolver(
-            patterns=patterns,
-            templates=templates,
-            renderer=renderer,
-            on_fallback=lambda role: metrics.template_fallbacks.inc(),
-        ),
-        snippets=snippets,
-        policy=policy,
-        capabilities=capabilities,
-        assembler=PromptAssembler(default_registry(), settings.task_instructions),
-        describe=providers.descriptor,
-        default_params=default_params,
-        fallback_chains=settings.fallbacks,
-    )
-    audit = AuditTrail(
-        jobs=jobs, writer=writer, redactor=redactor, vault=vault, mode=settings.audit.mode
-    )
-    limits = ConcurrencyLimits(settings.limits, metrics=metrics)
-    cache = build_cache(settings, metrics=metrics, data_key=data_key)
-    upstream = Upstream(
+    templates = TemplateRepository(database.sessions)
+    return _Catalog(patterns=patterns, templates=templates, snippets=snippets, renderer=renderer)
+
+
+def _upstream(
+    settings: Settings,
+    preparer: PromptPreparer,
+    providers: ProviderRegistry,
+    limits: ConcurrencyLimits,
+    metrics: Metrics,
+) -> Upstream:
+    return Upstream(
         preparer=preparer,
         providers=providers,
         retry=RetryPolicy(settings.upstream, metrics=metrics),
-        structured_max_attempts=settings.structured_max_attempts,
+        tuning=UpstreamTuning(
+            structured_max_attempts=settings.structured_max_attempts,
+            max_answer_bytes=settings.upstream.max_answer_bytes,
+        ),
         slot=limits.provider,
         metrics=metrics,
-        max_answer_bytes=settings.upstream.max_answer_bytes,
     )
-    service = GenAIService(
-        preparer=preparer,
+
+
+def _service(
+    settings: Settings, upstream: Upstream, outcomes: Outcomes, limits: ConcurrencyLimits
+) -> GenAIService:
+    timing = settings.upstream
+    return GenAIService(
+        preparer=upstream.preparer,
         upstream=upstream,
-        audit=audit,
-        metrics=metrics,
-        deadline_seconds=settings.upstream.deadline_seconds,
-        stream_timeouts=StreamTimeouts(
-            first_token_seconds=settings.upstream.first_token_seconds,
-            idle_seconds=settings.upstream.idle_seconds,
+        outcomes=outcomes,
+        timeouts=CompletionTimeouts(
+            deadline_seconds=timing.deadline_seconds,
+            stream=StreamTimeouts(
+                first_token_seconds=timing.first_token_seconds, idle_seconds=timing.idle_seconds
+            ),
         ),
-        completion_slot=limits.completion,
-        cache=cache,
-        prices=PriceTable.load(settings.prices),
         cache_per_key=settings.cache.scope == "key",
+        completion_slot=limits.completion,
+    )
+
+
+async def build_runtime(settings: Settings) -> Runtime:
+    """The composition root: each long-lived component once, in the order they depend on each
+    other. The model configuration is proven before anything is opened."""
+    models = _proven_models(settings)
+    database = await _open_database(settings)
+    keys = _Keys.load(settings)
+    authenticator = _authenticator(settings, database, keys)
+    metrics = Metrics(labels=_label_vocabulary(settings, models.rules.policy, models.patterns))
+    store = await _audit_store(settings, database, keys)
+    catalog = _catalog(settings, database, models.patterns)
+    providers = ProviderRegistry.from_settings(settings)
+    preparer = PromptPreparer(
+        resolver=catalog.resolver(metrics),
+        snippets=catalog.snippets,
+        assembler=PromptAssembler(default_registry(), settings.task_instructions),
+        models=models.rules,
+    )
+    limits = ConcurrencyLimits(settings.limits, metrics=metrics)
+    cache = build_cache(settings, metrics=metrics, data_key=keys.data_key)
+    upstream = _upstream(settings, preparer, providers, limits, metrics)
+    outcomes = Outcomes(
+        audit=store.audit, metrics=metrics, cache=cache, prices=PriceTable.load(settings.prices)
     )
     replayer = Replayer(
-        jobs=jobs,
-        writer=writer,
+        jobs=store.jobs,
+        writer=store.writer,
         preparer=preparer,
-        patterns=patterns,
-        templates=templates,
-        redactor=redactor,
-        vault=vault,
+        patterns=catalog.patterns,
+        templates=catalog.templates,
+        redactor=keys.redactor,
+        vault=keys.vault,
         metrics=metrics,
-    )
-    readiness = Readiness(
-        patterns=patterns,
-        providers=providers,
-        schema_is_current=database.schema_is_current,
-        store_probe=audit.check_ready,
-        audit_backlog=writer,
-        auth_disabled=settings.auth_disabled,
-        probe_timeout_seconds=settings.database_lock_timeout_seconds,
     )
     return Runtime(
         settings=settings,
         database=database,
-        writer=writer,
+        writer=store.writer,
         metrics=metrics,
-        patterns=patterns,
-        templates=templates,
-        snippets=snippets,
-        renderer=renderer,
+        patterns=catalog.patterns,
+        templates=catalog.templates,
+        snippets=catalog.snippets,
+        renderer=catalog.renderer,
         providers=providers,
-        audit=audit,
+        audit=store.audit,
         preparer=preparer,
-        service=service,
+        service=_service(settings, upstream, outcomes, limits),
         replayer=replayer,
-        readiness=readiness,
+        readiness=_readiness(settings, catalog.patterns, providers, store),
         authenticator=authenticator,
         cache=cache,
         limits=limits,

@@ -23,7 +23,7 @@ from structlog.testing import capture_logs
 
 from app.cache import CACHE_KEY_PREFIX, CachedAnswer, MemoryCache, build_cache, cache_key
 from app.cache.answer import encode_answer
-from app.cache.redis_cache import RedisCache
+from app.cache.redis_cache import RedisCache, RedisOptions
 from app.cache.seal import AnswerSealer
 from app.catalog import PatternCatalog
 from app.catalog.pattern import read_pattern
@@ -341,8 +341,7 @@ def redis_cache(
     return RedisCache.from_url(
         url,
         data_key=data_key,
-        ttl_seconds=ttl,
-        timeout_seconds=timeout,
+        options=RedisOptions(ttl_seconds=ttl, timeout_seconds=timeout),
         metrics=metrics or Metrics(),
         now=now,
     )
@@ -498,10 +497,8 @@ async def test_a_stalled_redis_costs_one_timeout_then_is_left_alone_for_a_while(
     cache = RedisCache(
         Redis.from_url(f"redis://127.0.0.1:{port}/0"),
         sealer=AnswerSealer(DATA_KEY),
-        ttl_seconds=60,
-        timeout_seconds=0.05,
+        options=RedisOptions(ttl_seconds=60, timeout_seconds=0.05, pause_after_failure_seconds=5.0),
         metrics=metrics,
-        pause_after_failure_seconds=5.0,
         clock=clock,
     )
     try:

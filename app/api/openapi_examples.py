@@ -67,8 +67,8 @@ def _error(exc: GenAIError, *, job_id: str | None = None) -> ErrorBody:
     return ErrorBody(error=ErrorInfo.model_validate({**fields, "request_id": _REQUEST_ID}))
 
 
-def _examples() -> dict[type[BaseModel], BaseModel]:
-    envelope = CompletionEnvelope(
+def _envelope() -> CompletionEnvelope:
+    return CompletionEnvelope(
         job_id=_JOB_ID,
         request_id=_REQUEST_ID,
         prompt=_PROMPT,
@@ -90,7 +90,11 @@ def _examples() -> dict[type[BaseModel], BaseModel]:
         ],
         cache="miss",
     )
-    record = JobRecord(
+
+
+def _record(attempts: list[CallAttempt]) -> JobRecord:
+    """The stored record of the envelope's request, with the same attempts."""
+    return JobRecord(
         id=_JOB_ID,
         request_id=_REQUEST_ID,
         created_at=_AT,
@@ -121,9 +125,13 @@ def _examples() -> dict[type[BaseModel], BaseModel]:
         response_redacted=_ANSWER,
         redaction_map={},
         snippet_ids=[],
-        attempts=envelope.attempts,
+        attempts=attempts,
         replay_available=True,
     )
+
+
+def _examples() -> dict[type[BaseModel], BaseModel]:
+    envelope = _envelope()
     render = RenderResult(
         prompt=_PROMPT, params=_PARAMS, model_choice=_CHOICE, provenance=_PROVENANCE
     )
@@ -131,7 +139,7 @@ def _examples() -> dict[type[BaseModel], BaseModel]:
     return {
         CompletionEnvelope: envelope,
         RenderResult: render,
-        JobRecord: record,
+        JobRecord: _record(envelope.attempts),
         ErrorBody: _error(missing),
     }
 

@@ -21,12 +21,11 @@ def build_cache(settings: Settings, *, metrics: Metrics, data_key: bytes) -> Res
             max_entries=cache.max_entries, ttl_seconds=cache.ttl_seconds, metrics=metrics
         )
     # Imported here: a process without Redis configured never loads the client.
-    from app.cache.redis_cache import RedisCache
+    from app.cache.redis_cache import RedisCache, RedisOptions
 
+    options = RedisOptions(
+        ttl_seconds=cache.ttl_seconds, timeout_seconds=cache.redis_timeout_seconds
+    )
     return RedisCache.from_url(
-        settings.redis_url.get_secret_value(),
-        data_key=data_key,
-        ttl_seconds=cache.ttl_seconds,
-        timeout_seconds=cache.redis_timeout_seconds,
-        metrics=metrics,
+        settings.redis_url.get_secret_value(), data_key=data_key, options=options, metrics=metrics
     )

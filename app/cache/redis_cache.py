@@ -15,6 +15,7 @@ import asyncio
 import datetime as dt
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import structlog
@@ -47,26 +48,33 @@ def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+@dataclass(frozen=True, slots=True)
+class RedisOptions:
+    """How long an entry lives, how long a command may take, how long a failure pauses Redis."""
+
+    ttl_seconds: float
+    timeout_seconds: float
+    pause_after_failure_seconds: float = PAUSE_AFTER_FAILURE_SECONDS
+
+
 class RedisCache:
     def __init__(
         self,
         client: Redis,
         *,
         sealer: AnswerSealer,
-        ttl_seconds: float,
-        timeout_seconds: float,
+        options: RedisOptions,
         metrics: Metrics,
-        pause_after_failure_seconds: float = PAUSE_AFTER_FAILURE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], dt.datetime] = _utc_now,
     ) -> None:
         self._client = client
         self._sealer = sealer
-        self._ttl_seconds = ttl_seconds
-        self._ttl_ms = max(1, round(ttl_seconds * 1000))
-        self._timeout = timeout_seconds
+        self._ttl_seconds = options.ttl_seconds
+        self._ttl_ms = max(1, round(options.ttl_seconds * 1000))
+        self._timeout = options.timeout_seconds
         self._metrics = metrics
-        self._pause = pause_after_failure_seconds
+        self._pause = options.pause_after_failure_seconds
         self._clock = clock  # monotonic, for the pause
         self._now = now  # wall clock, as the stored time of an entry is (replicas compare it)
         self._paused_until: float | None = None  # set while Redis is considered down
@@ -77,8 +85,7 @@ class RedisCache:
         url: str,
         *,
         data_key: bytes,
-        ttl_seconds: float,
-        timeout_seconds: float,
+        options: RedisOptions,
         metrics: Metrics,
         now: Callable[[], dt.datetime] = _utc_now,
     ) -> RedisCache:
@@ -94,8 +101,8 @@ class RedisCache:
         try:
             client = Redis.from_url(
                 url,
-                socket_connect_timeout=timeout_seconds,
-                socket_timeout=timeout_seconds,
+                socket_connect_timeout=options.timeout_seconds,
+                socket_timeout=options.timeout_seconds,
                 retry=Retry(NoBackoff(), 0),
                 decode_responses=False,
             )
@@ -108,8 +115,7 @@ class RedisCache:
         return cls(
             client,
             sealer=AnswerSealer(data_key),
-            ttl_seconds=ttl_seconds,
-            timeout_seconds=timeout_seconds,
+            options=options,
             metrics=metrics,
             now=now,
         )

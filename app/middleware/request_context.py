@@ -20,7 +20,7 @@ from app.api.error_body import error_body, error_json
 from app.errors import GenAIError
 from app.observability.facts import RequestFacts, open_request_facts
 from app.observability.metrics import Metrics
-from app.observability.tracing import span
+from app.observability.tracing import Span, span
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 REQUEST_ID_HEADER = "x-request-id"
@@ -49,6 +49,19 @@ _INTERNAL_ERROR = GenAIError(
 )
 
 
+def _request_id(headers: dict[bytes, bytes]) -> str:
+    """The caller's `x-request-id` when it is a sane one, else a new id."""
+    incoming = headers.get(REQUEST_ID_HEADER.encode(), b"").decode("latin-1")
+    return incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex
+
+
+def _trace_carrier(headers: dict[bytes, bytes]) -> dict[str, str]:
+    """The W3C trace context the caller sent, for the server span to continue."""
+    return {
+        name.decode(): headers[name].decode("latin-1") for name in _TRACE_HEADERS if name in headers
+    }
+
+
 def _internal_error_body(request_id: str) -> bytes:
     return json.dumps(error_json(error_body(_INTERNAL_ERROR, request_id=request_id))).encode()
 
@@ -72,19 +85,13 @@ class RequestContextMiddleware:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers", []))
-        incoming = headers.get(REQUEST_ID_HEADER.encode(), b"").decode("latin-1")
-        request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        request_id = _request_id(headers)
         scope.setdefault("state", {})["request_id"] = request_id
         facts = open_request_facts(request_id)
         started = time.perf_counter()
         status = 500
         response_started = False
         method = scope["method"]
-        carrier = {
-            name.decode(): headers[name].decode("latin-1")
-            for name in _TRACE_HEADERS
-            if name in headers
-        }
 
         async def send_with_id(message: Message) -> None:
             nonlocal status, response_started
@@ -102,7 +109,7 @@ class RequestContextMiddleware:
             method,
             kind="server",
             attributes={"http.request.method": method, "url.path": scope["path"]},
-            carrier=carrier,
+            carrier=_trace_carrier(headers),
         ) as server:
             try:
                 await self.app(scope, receive, send_with_id)
@@ -125,21 +132,26 @@ class RequestContextMiddleware:
                         {"type": "http.response.body", "body": _internal_error_body(request_id)}
                     )
             finally:
-                duration = time.perf_counter() - started
-                route = route_template(scope)
-                server.rename(f"{method} {route}")
-                server.set("http.route", route)
-                server.set("http.response.status_code", status)
-                if status >= 500:
-                    server.fail(str(status))
-                log.info(
-                    "request",
-                    method=method,
-                    path=scope["path"],
-                    status=status,
-                    duration_ms=round(duration * 1000, 2),
-                )
-                self._count(route, status, duration, facts)
+                self._finish(scope, server, status, time.perf_counter() - started, facts)
+
+    def _finish(
+        self, scope: Scope, server: Span, status: int, duration: float, facts: RequestFacts
+    ) -> None:
+        """The request's end: its span named and closed, its one log line, its metrics."""
+        method, route = scope["method"], route_template(scope)
+        server.rename(f"{method} {route}")
+        server.set("http.route", route)
+        server.set("http.response.status_code", status)
+        if status >= 500:
+            server.fail(str(status))
+        log.info(
+            "request",
+            method=method,
+            path=scope["path"],
+            status=status,
+            duration_ms=round(duration * 1000, 2),
+        )
+        self._count(route, status, duration, facts)
 
     def _count(self, route: str, status: int, duration: float, facts: RequestFacts) -> None:
         metrics = self._metrics()

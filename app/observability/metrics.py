@@ -76,6 +76,39 @@ def shared_across_workers(workers: int) -> Iterator[Path | None]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+class _Families:
+    """Makes the metric families in one registry, each labelled one `Bounded` by one vocabulary."""
+
+    def __init__(self, registry: CollectorRegistry, vocabulary: LabelVocabulary) -> None:
+        self.registry = registry
+        self.vocabulary = vocabulary
+
+    def counter(self, name: str, documentation: str, names: Sequence[str]) -> Bounded[Counter]:
+        metric = Counter(name, documentation, names, registry=self.registry)
+        return Bounded(metric, names, self.vocabulary)
+
+    def histogram(
+        self, name: str, documentation: str, names: Sequence[str], buckets: Sequence[float]
+    ) -> Bounded[Histogram]:
+        metric = Histogram(name, documentation, names, buckets=buckets, registry=self.registry)
+        return Bounded(metric, names, self.vocabulary)
+
+    def gauge(self, name: str, documentation: str, names: Sequence[str]) -> Bounded[Gauge]:
+        """Summed over live workers."""
+        metric = Gauge(
+            name, documentation, names, registry=self.registry, multiprocess_mode="livesum"
+        )
+        return Bounded(metric, names, self.vocabulary)
+
+    def plain_counter(self, name: str, documentation: str) -> Counter:
+        """No labels, so nothing to bound."""
+        return Counter(name, documentation, registry=self.registry)
+
+    def plain_gauge(self, name: str, documentation: str) -> Gauge:
+        """No labels; summed over live workers."""
+        return Gauge(name, documentation, registry=self.registry, multiprocess_mode="livesum")
+
+
 class Metrics:
     """Every series the gateway exports. Each labelled one is `Bounded` by `labels`, the
     vocabulary of what a label value may be (`app.observability.metric_labels`): a caller's
@@ -84,32 +117,25 @@ class Metrics:
     def __init__(self, *, labels: LabelVocabulary | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._shared_dir = multiprocess_dir()
-        self.vocabulary = vocabulary = labels or LabelVocabulary()
-        registry = self.registry
+        self.vocabulary = labels or LabelVocabulary()
+        families = _Families(self.registry, self.vocabulary)
+        # One group per concern, registered in this order (the exposition keeps it).
+        self._add_requests(families)
+        self._add_upstream(families)
+        self._add_prompts(families)
+        self._add_audit(families)
+        self._add_cache(families)
+        self._add_limits(families)
+        self._add_usage(families)
 
-        def counter(name: str, documentation: str, names: Sequence[str]) -> Bounded[Counter]:
-            metric = Counter(name, documentation, names, registry=registry)
-            return Bounded(metric, names, vocabulary)
-
-        def histogram(
-            name: str, documentation: str, names: Sequence[str], buckets: Sequence[float]
-        ) -> Bounded[Histogram]:
-            metric = Histogram(name, documentation, names, buckets=buckets, registry=registry)
-            return Bounded(metric, names, vocabulary)
-
-        def gauge(name: str, documentation: str, names: Sequence[str]) -> Bounded[Gauge]:
-            """Summed over live workers."""
-            metric = Gauge(
-                name, documentation, names, registry=registry, multiprocess_mode="livesum"
-            )
-            return Bounded(metric, names, vocabulary)
-
-        self.completions = counter(
+    def _add_requests(self, families: _Families) -> None:
+        """Completions, and every HTTP request with its latency and the gateway's own share."""
+        self.completions = families.counter(
             "genai_completions_total",
             "Completions by provider and final status.",
             ["provider", "status"],
         )
-        self.upstream_seconds = histogram(
+        self.upstream_seconds = families.histogram(
             "genai_upstream_seconds",
             "Provider call latency of a completed answer, retries and fallbacks included.",
             ["provider", "model"],
@@ -118,39 +144,45 @@ class Metrics:
         # Per HTTP request: `route` is the route template (never the raw path); pattern,
         # provider and model as the vocabulary bounds them ("" on routes that reach no model).
         per_request = ["route", "pattern", "provider", "model", "status"]
-        self.requests = counter(
+        self.requests = families.counter(
             "genai_requests_total",
             "HTTP requests by route template, pattern, answering provider and model, and status.",
             per_request,
         )
-        self.request_seconds = histogram(
+        self.request_seconds = families.histogram(
             "genai_request_seconds",
             "HTTP request latency (until the last byte of the body), by the same labels.",
             per_request,
             _REQUEST_BUCKETS,
         )
-        self.overhead_seconds = histogram(
+        self.overhead_seconds = families.histogram(
             "genai_gateway_overhead_seconds",
             "The gateway's own time per request: total minus the time spent waiting upstream.",
             ["route"],
             _OVERHEAD_BUCKETS,
         )
-        self.retries = counter(
+
+    def _add_upstream(self, families: _Families) -> None:
+        """What the retry policy and the fallback chains did."""
+        self.retries = families.counter(
             "genai_upstream_retries_total",
             "Provider calls made again by the retry policy (rate limit, 5xx, connection).",
             ["provider", "error_type"],
         )
-        self.fallbacks = counter(
+        self.fallbacks = families.counter(
             "genai_fallbacks_total",
             "Fallbacks taken: the next model of the chain tried after `from_model` failed.",
             ["from_model", "to_model"],
         )
-        self.contract_failures = counter(
+
+    def _add_prompts(self, families: _Families) -> None:
+        """Rendering: contracts refused, prompt sizes, fallback prompts used."""
+        self.contract_failures = families.counter(
             "genai_contract_failures_total",
             "Requests refused by a pattern's variable contract (missing or invalid variables).",
             ["pattern", "error_type"],
         )
-        self.prompt_chars = histogram(
+        self.prompt_chars = families.histogram(
             "genai_rendered_prompt_chars",
             "Characters of a rendered prompt by role (system; user and assistant messages).",
             ["pattern", "role"],
@@ -158,66 +190,70 @@ class Metrics:
         )
         # No role label: a template without an active version is named, role and all, by the
         # caller; the `template_fallback` log line says which.
-        self.template_fallbacks = Counter(
+        self.template_fallbacks = families.plain_counter(
             "genai_template_fallbacks_total",
             "Renders that used the fallback prompt (no active template version for the role).",
-            registry=registry,
         )
-        self.drift_detections = counter(
+
+    def _add_audit(self, families: _Families) -> None:
+        """The audit trail: drift found, raw prompts revealed, records queued for the store."""
+        self.drift_detections = families.counter(
             "genai_drift_detections_total",
             "Template or pattern sources found changed since use.",
             ["source_kind"],
         )
-        self.replay_reveals = Counter(
+        self.replay_reveals = families.plain_counter(
             "genai_replay_reveals_total",
             "Replays that returned the raw (unredacted) prompt.",
-            registry=registry,
         )
-        self.audit_backlog = Gauge(
+        self.audit_backlog = families.plain_gauge(
             "genai_audit_backlog",
             "Job completions queued for the store (summed over live workers).",
-            registry=registry,
-            multiprocess_mode="livesum",
         )
-        # The response cache (app/cache/): each backend counts its own lookups.
-        self.cache_requests = counter(
+
+    def _add_cache(self, families: _Families) -> None:
+        """The response cache (app/cache/): each backend counts its own lookups."""
+        self.cache_requests = families.counter(
             "genai_cache_requests_total",
             "Response cache lookups: hit, miss, or error (cache unreachable, slow or its entry "
             "unreadable; the request went upstream).",
             ["result"],
         )
-        self.cache_write_failures = Counter(
+        self.cache_write_failures = families.plain_counter(
             "genai_cache_write_failures_total",
             "Answers the response cache could not store (Redis down or slow, value not JSON).",
-            registry=registry,
         )
-        self.cache_entries = Gauge(
+        self.cache_entries = families.plain_gauge(
             "genai_cache_entries",
             "Answers held by the in-memory response cache (summed over live workers).",
-            registry=registry,
-            multiprocess_mode="livesum",
         )
-        # Concurrency limits (app/concurrency/limits.py): `limit` is "global" or "provider:<name>".
-        self.shed = counter(
+
+    def _add_limits(self, families: _Families) -> None:
+        """Concurrency limits (app/concurrency/limits.py): `limit` is "global" or
+        "provider:<name>"."""
+        self.shed = families.counter(
             "genai_shed_total",
             "Requests answered 503 overloaded because a limit and its wait queue were full.",
             ["limit"],
         )
-        self.inflight = gauge(
+        self.inflight = families.gauge(
             "genai_inflight", "Slots of a limit in use (summed over live workers).", ["limit"]
         )
-        self.queue_waiting = gauge(
+        self.queue_waiting = families.gauge(
             "genai_queue_waiting",
             "Requests waiting for a slot of a limit (summed over live workers).",
             ["limit"],
         )
-        self.tokens = counter(
+
+    def _add_usage(self, families: _Families) -> None:
+        """Tokens and spend, as `record_usage` counts them."""
+        self.tokens = families.counter(
             "genai_tokens",
             "Tokens by kind as providers reported them: cached_input is part of input, "
             "reasoning part of output.",
             ["provider", "model", "kind"],
         )
-        self.cost_usd = counter(
+        self.cost_usd = families.counter(
             "genai_cost_usd",
             "Estimated spend in USD from the price table (unpriced models add nothing).",
             ["provider", "model"],

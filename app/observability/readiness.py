@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -40,6 +41,17 @@ class AuditBacklog(Protocol):
 
     @property
     def stuck(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoreState:
+    """The audit store, as readiness sees it: its probes, bounded by one timeout, and the
+    writer's queue."""
+
+    schema_is_current: Callable[[], Awaitable[bool]]
+    probe: Callable[[], Awaitable[None]]  # raises StoreUnavailable when records cannot be written
+    backlog: AuditBacklog
+    probe_timeout_seconds: float
 
 
 class _Report(BaseModel):
@@ -86,27 +98,22 @@ class Readiness:
         *,
         patterns: PatternsState,
         providers: ProvidersState,
-        schema_is_current: Callable[[], Awaitable[bool]],
-        store_probe: Callable[[], Awaitable[None]],
-        audit_backlog: AuditBacklog,
+        store: StoreState,
         auth_disabled: bool,
-        probe_timeout_seconds: float,
     ) -> None:
         self._patterns = patterns
         self._providers = providers
-        self._schema_is_current = schema_is_current
-        self._store_probe = store_probe  # raises StoreUnavailable when records cannot be written
-        self._audit_backlog = audit_backlog
+        self._store_state = store
         self._auth_disabled = auth_disabled
-        self._probe_timeout_seconds = probe_timeout_seconds
 
     async def _store(self) -> tuple[bool, bool | None]:
         """(reachable, schema current); bounded: a locked table or a silent server fails the
         probe, never hangs it."""
         try:
-            async with asyncio.timeout(self._probe_timeout_seconds):
-                schema_current = await self._schema_is_current()
-                await self._store_probe()
+            store = self._store_state
+            async with asyncio.timeout(store.probe_timeout_seconds):
+                schema_current = await store.schema_is_current()
+                await store.probe()
         except (StoreUnavailable, TimeoutError):
             return False, None
         return True, schema_current
@@ -124,7 +131,7 @@ class Readiness:
         names = self._patterns.names()
         providers = self._providers.status()
         reachable, schema_current = await self._store()
-        stuck = self._audit_backlog.stuck
+        stuck = self._store_state.backlog.stuck
         ready = (
             not stuck
             and not missing_roots
@@ -145,7 +152,7 @@ class Readiness:
             database=DatabaseReadiness(
                 reachable=reachable,
                 schema_current=schema_current,
-                audit_backlog=self._audit_backlog.backlog,
+                audit_backlog=self._store_state.backlog.backlog,
                 audit_backlog_stuck=stuck,
             ),
         )

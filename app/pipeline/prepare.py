@@ -7,7 +7,7 @@ historical prompt; both use this one component, so they cannot disagree.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from app.catalog.resolver import SourceResolver
@@ -123,27 +123,35 @@ def _system_text(source: RenderedSource, snippets: ComposedSnippets) -> str:
     return "\n\n".join(part for part in (snippets.text, source.system) if part)
 
 
+@dataclass(frozen=True, slots=True)
+class ModelRules:
+    """What decides a request's model and its parameters: the selection policy, what each model
+    can do, what each provider accepts, the default parameters and the fallback chains."""
+
+    policy: ModelSelectionPolicy
+    capabilities: CapabilityCatalog
+    describe: Callable[[str], ProviderDescriptor]  # per provider, known even when unconfigured
+    default_params: ModelParams
+    fallback_chains: Mapping[str, Sequence[str]] = field(default_factory=dict)
+
+
 class PromptPreparer:
     def __init__(
         self,
         *,
         resolver: SourceResolver,
         snippets: SnippetLibrary,
-        policy: ModelSelectionPolicy,
-        capabilities: CapabilityCatalog,
         assembler: PromptAssembler,
-        describe: Callable[[str], ProviderDescriptor],
-        default_params: ModelParams,
-        fallback_chains: Mapping[str, Sequence[str]] | None = None,
+        models: ModelRules,
     ) -> None:
         self._resolver = resolver
         self._snippets = snippets
-        self._policy = policy
-        self._capabilities = capabilities
         self._assembler = assembler
-        self._describe = describe  # per provider, known even when unconfigured
-        self._default_params = default_params
-        self._fallback_chains = dict(fallback_chains or {})  # a task or a model → its chain
+        self._policy = models.policy
+        self._capabilities = models.capabilities
+        self._describe = models.describe
+        self._default_params = models.default_params
+        self._fallback_chains = dict(models.fallback_chains)  # a task or a model → its chain
 
     async def prepare(self, request: RenderRequest) -> Prepared:
         source = await self._resolver.resolve(request)

@@ -218,6 +218,14 @@ class UpstreamRun:
         self.attempts.append(call_attempt(prepared, started, error, cancelled=cancelled))
 
 
+@dataclass(frozen=True, slots=True)
+class UpstreamTuning:
+    """The upstream's knobs from GENAI_UPSTREAM__* and GENAI_STRUCTURED_MAX_ATTEMPTS."""
+
+    structured_max_attempts: int
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES  # what one stream may send, all pieces
+
+
 class Upstream:
     """The long-lived part: providers, the retry policy, limits; `run` starts one request's."""
 
@@ -227,18 +235,17 @@ class Upstream:
         preparer: PromptPreparer,
         providers: ProviderRegistry,
         retry: RetryPolicy,
-        structured_max_attempts: int,
+        tuning: UpstreamTuning,
         slot: ProviderSlot | None = None,
         metrics: Metrics | None = None,
-        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self.preparer = preparer
         self.providers = providers
         self.retry = retry
-        self.structured_max_attempts = structured_max_attempts
+        self.structured_max_attempts = tuning.structured_max_attempts
         self.slot: ProviderSlot = slot or _no_limit
         self.metrics = metrics  # counts the fallbacks taken
-        self.max_answer_bytes = max_answer_bytes  # what one stream may send, all pieces together
+        self.max_answer_bytes = tuning.max_answer_bytes  # one stream's pieces, all together
 
     def run(self, prepared: Prepared, deadline: Deadline) -> UpstreamRun:
         return UpstreamRun(self, prepared, deadline)

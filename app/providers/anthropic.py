@@ -407,18 +407,21 @@ class AnthropicProvider:
                 upstream_request_id=request_id,
             ) from None
 
-    async def stream(self, call: ProviderCall) -> AsyncGenerator[StreamEvent, None]:
-        """message_start (input usage), content_block_start / _delta (text, tool input JSON,
-        thinking), message_delta (stop reason, output usage), message_stop. A forced output
-        tool's input is parsed whole at the end and sent as one delta, as `complete` gives it."""
+    async def _open_stream(self, call: ProviderCall) -> anthropic.AsyncStream[object]:
         with translate_sdk_errors(self.name, self._sdk):
-            events = await self._client.post(
+            return await self._client.post(
                 _PATH,
                 cast_to=object,
                 body={**self.request_kwargs(call), "stream": True},
                 stream=True,
                 stream_cls=self._events,
             )
+
+    async def stream(self, call: ProviderCall) -> AsyncGenerator[StreamEvent, None]:
+        """message_start (input usage), content_block_start / _delta (text, tool input JSON,
+        thinking), message_delta (stop reason, output usage), message_stop. A forced output
+        tool's input is parsed whole at the end and sent as one delta, as `complete` gives it."""
+        events = await self._open_stream(call)
         request_id = events.response.headers.get("request-id")
         forced = _forced_tool(call)
         blocks = _StreamedBlocks(output_tool=forced is not None)
@@ -453,8 +456,7 @@ class AnthropicProvider:
                     if delta is not None and delta.stop_reason is not None:
                         stop_reason = delta.stop_reason
                     if usage is not None and event.usage is not None:
-                        counts = event.usage.model_dump(exclude_none=True)
-                        usage = usage.model_copy(update=counts)
+                        usage = usage.model_copy(update=event.usage.model_dump(exclude_none=True))
                 elif kind == "message_stop":
                     stopped = True
                 if found is not None:

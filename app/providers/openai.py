@@ -137,6 +137,16 @@ class _ToolCallDelta(BaseModel):
     id: str | None = None
     function: _FunctionDelta | None = None
 
+    def as_delta(self, *, first: bool) -> ToolCallDelta:
+        """A call's first piece always goes out with an id (made when the server sent none)."""
+        function = self.function
+        return ToolCallDelta(
+            index=self.index,
+            id=(self.id or new_call_id()) if first else self.id,
+            name=function.name if function else None,
+            arguments=(function.arguments if function else None) or "",
+        )
+
 
 class _Delta(BaseModel):
     content: str | None = None
@@ -215,7 +225,7 @@ class OpenAIProvider:
             tool_calls=message.calls(self.name),
         )
 
-    async def stream(self, call: ProviderCall) -> AsyncGenerator[StreamEvent, None]:
+    async def _open_stream(self, call: ProviderCall) -> openai.AsyncStream[object]:
         # `include_usage` adds a last chunk with the usage; servers that ignore it send none.
         body = {
             **self.request_kwargs(call),
@@ -223,7 +233,7 @@ class OpenAIProvider:
             "stream_options": {"include_usage": True},
         }
         with translate_sdk_errors(self.name, self._sdk):
-            chunks = await self._client.post(
+            return await self._client.post(
                 _PATH,
                 cast_to=object,
                 body=body,
@@ -231,6 +241,9 @@ class OpenAIProvider:
                 stream=True,
                 stream_cls=self._chunks,
             )
+
+    async def stream(self, call: ProviderCall) -> AsyncGenerator[StreamEvent, None]:
+        chunks = await self._open_stream(call)
         request_id = chunks.response.headers.get("x-request-id")
         parts: list[str] = []
         calls = ToolCallAssembly()
@@ -267,14 +280,8 @@ class OpenAIProvider:
                         parts.append(text)
                         yield TextDelta(text)
                     for piece in choice.delta.tool_calls or ():
-                        first = piece.index not in named
+                        delta = piece.as_delta(first=piece.index not in named)
                         named.add(piece.index)
-                        delta = ToolCallDelta(
-                            index=piece.index,
-                            id=(piece.id or new_call_id()) if first else piece.id,
-                            name=piece.function.name if piece.function else None,
-                            arguments=(piece.function.arguments if piece.function else None) or "",
-                        )
                         calls.add(delta)
                         yield delta
         # The SDK ends a cut stream silently: only the finish reason tells a whole answer.

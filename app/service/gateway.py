@@ -12,9 +12,9 @@ import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 
-from app.audit.trail import AuditTrail
-from app.cache import ResponseCache, cache_key
+from app.cache import cache_key
 from app.concurrency.offload import off_loop
 from app.errors import (
     GenAIError,
@@ -25,14 +25,12 @@ from app.errors import (
 )
 from app.observability.facts import request_facts
 from app.observability.metric_labels import TEMPLATE
-from app.observability.metrics import Metrics
 from app.observability.tracing import span
 from app.pipeline.calls import StreamTimeouts
 from app.pipeline.deadline import Deadline
 from app.pipeline.prepare import Prepared, PromptPreparer
 from app.pipeline.upstream import Upstream
 from app.providers.base import CountsTokens
-from app.routing.prices import PriceTable
 from app.schemas import CompletionEnvelope, FieldProblem, RenderRequest, RenderResult
 from app.service.completion import Completion, Outcomes
 from app.service.outputs import StreamOutput, replayed
@@ -63,27 +61,31 @@ def _refuse_streaming_a_schema(prepared: Prepared) -> None:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class CompletionTimeouts:
+    """How long a completion may take in all, and how long a stream may stay silent."""
+
+    deadline_seconds: float
+    stream: StreamTimeouts
+
+
 class GenAIService:
     def __init__(
         self,
         *,
         preparer: PromptPreparer,
         upstream: Upstream,
-        audit: AuditTrail,
-        metrics: Metrics,
-        deadline_seconds: float,
-        stream_timeouts: StreamTimeouts,
-        cache: ResponseCache,
-        prices: PriceTable,
+        outcomes: Outcomes,
+        timeouts: CompletionTimeouts,
         cache_per_key: bool = True,
         completion_slot: CompletionSlot | None = None,
     ) -> None:
         self._preparer = preparer
         self._upstream = upstream
-        self._outcomes = Outcomes(audit=audit, metrics=metrics, cache=cache, prices=prices)
-        self._metrics = metrics
-        self._deadline_seconds = deadline_seconds
-        self._stream_timeouts = stream_timeouts
+        self._outcomes = outcomes
+        self._metrics = outcomes.metrics
+        self._deadline_seconds = timeouts.deadline_seconds
+        self._stream_timeouts = timeouts.stream
         self._slot: CompletionSlot = completion_slot or _no_limit
         self._cache_per_key = cache_per_key
 
