@@ -23,6 +23,7 @@ from app.api import (
 from app.api.errors import install_error_handlers
 from app.api.openapi import GatewayAPI
 from app.api.responses import GatewayJSONResponse
+from app.catalog import PatternCatalog
 from app.config import Settings, get_settings
 from app.middleware.auth import AuthMiddleware
 from app.middleware.body_limit import BodyLimitMiddleware
@@ -73,7 +74,10 @@ def _metrics_of(app: FastAPI) -> Metrics | None:
 API_MODULES = (completions, chat, messages, patterns, templates, snippets, jobs, keys, health)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, *, patterns: PatternCatalog | None = None
+) -> FastAPI:
+    """The app; its lifespan builds the runtime (with `patterns`, a catalog already read)."""
     settings = settings or get_settings()
     configure_tracing(__version__)  # first: log lines then carry the trace id
     configure_logging(settings)
@@ -81,7 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         """The runtime's lifetime is the app's: built, started, stopped and closed here."""
-        runtime = await build_runtime(settings)
+        runtime = await build_runtime(settings, patterns=patterns)
         app.state.runtime = runtime
         try:
             await runtime.start()

@@ -234,10 +234,11 @@ class _Models:
     rules: ModelRules
 
 
-def _proven_models(settings: Settings) -> _Models:
+def _proven_models(settings: Settings, patterns: PatternCatalog | None) -> _Models:
     """A refusal leaves nothing to close, and names every problem at once
     (ConfigurationProblems, one line each)."""
-    patterns = PatternCatalog(roots=settings.pattern_dir, defaults=settings.pattern_defaults)
+    if patterns is None:
+        patterns = PatternCatalog(roots=settings.pattern_dir, defaults=settings.pattern_defaults)
     rules = ModelRules(
         policy=ModelSelectionPolicy.from_settings(settings),
         capabilities=CapabilityCatalog.load(settings.capabilities_file),
@@ -421,10 +422,11 @@ def _service(
     )
 
 
-async def build_runtime(settings: Settings) -> Runtime:
+async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None = None) -> Runtime:
     """The composition root: each long-lived component once, in the order they depend on each
-    other. The model configuration is proven before anything is opened."""
-    models = _proven_models(settings)
+    other. The model configuration is proven before anything is opened. `patterns`: a catalog
+    already read from `settings.pattern_dir` (by `genai serve`'s preflight), not read again."""
+    models = _proven_models(settings, patterns)
     database = await _open_database(settings)
     keys = _Keys.load(settings)
     authenticator = _authenticator(settings, database, keys)

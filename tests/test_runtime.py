@@ -50,3 +50,41 @@ async def test_a_runtime_that_is_only_built_starts_nothing_and_says_no_service_r
     assert all(task.done() for task in built)
     assert "service_started" not in _events(logs)
     assert "service_stopped" not in _events(logs)
+
+
+def test_genai_serve_reads_the_pattern_catalog_once_for_one_worker(
+    tmp_path: Path, cli_env: Any, monkeypatch: Any
+) -> None:
+    """The preflight's catalog is the one the single worker's runtime serves; with several
+    workers each process imports the factory and reads its own."""
+    import uvicorn
+    from starlette.testclient import TestClient
+
+    from app.catalog import library
+    from tests.support import SHIPPED_PATTERNS, run_cli
+
+    cli_env(GENAI_DATA_DIR=str(tmp_path / "data"), GENAI_PATTERN_DIR=str(SHIPPED_PATTERNS))
+    reads: list[str] = []
+    original = library.read_pattern  # type: ignore[attr-defined]
+
+    def counted(name: str, *args: Any, **kwargs: Any) -> Any:
+        reads.append(name)
+        return original(name, *args, **kwargs)
+
+    monkeypatch.setattr(library, "read_pattern", counted)
+    apps: list[Any] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: apps.append((app, options)))
+
+    assert run_cli("serve").exit_code == 0
+    ((factory, options),) = apps
+    assert options["factory"] is True and callable(factory)
+    with TestClient(factory()) as client:  # the lifespan builds the runtime
+        assert client.get("/readyz").status_code == 200
+        assert client.app.state.runtime.patterns.names()  # type: ignore[attr-defined]
+    assert sorted(reads) == sorted(set(reads))  # each file read once, by the preflight
+
+    apps.clear()
+    # `serve --workers 2` sets this for its workers; the monkeypatch takes it back afterwards.
+    monkeypatch.setenv("GENAI_DATABASE_AUTO_MIGRATE", "true")
+    assert run_cli("serve", "--workers", "2").exit_code == 0
+    assert apps[0][0] == "app.main:create_app"

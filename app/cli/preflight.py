@@ -14,6 +14,7 @@ from app.errors import ConfigurationError, GenAIError, StoreUnavailable
 from app.store.db import DATABASE_URL_SETTING, check_reachable, describe_storage_error
 
 if TYPE_CHECKING:
+    from app.catalog import PatternCatalog
     from app.runtime import Runtime
 
 
@@ -31,8 +32,9 @@ async def _start(settings: Settings) -> Runtime:
         raise ConfigurationError("settings", exc.message) from None
 
 
-async def preflight(settings: Settings) -> None:
-    """Settings are loaded (by the caller); the store answers; the runtime builds."""
+async def preflight(settings: Settings) -> PatternCatalog:
+    """Settings are loaded (by the caller); the store answers; the runtime builds. The pattern
+    catalog it read is returned, so a single-worker server need not read every file again."""
     await check_reachable(settings)
     runtime = await _start(settings)
     try:
@@ -44,10 +46,11 @@ async def preflight(settings: Settings) -> None:
         await issue_first_admin_key(runtime.authenticator, settings)
     finally:
         await runtime.aclose()
+    return runtime.patterns
 
 
-def run_preflight(settings: Settings) -> None:
-    asyncio.run(preflight(settings))
+def run_preflight(settings: Settings) -> PatternCatalog:
+    return asyncio.run(preflight(settings))
 
 
 async def _build_runtime(settings: Settings) -> Runtime:

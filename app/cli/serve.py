@@ -7,7 +7,8 @@ import importlib.util
 import json
 import math
 import os
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -22,6 +23,11 @@ from app.cli.preflight import run_preflight
 from app.config import Settings, get_settings
 from app.observability.logging import uvicorn_log_config
 from app.observability.metrics import shared_across_workers
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from app.catalog import PatternCatalog
 
 _WORKER_START_SECONDS = 60
 
@@ -39,6 +45,19 @@ def _http_protocol(settings: Settings) -> Any:
         max_head_bytes=settings.request.max_head_bytes,
         head_timeout_seconds=settings.request.head_timeout_seconds,
     )
+
+
+def _app_factory(
+    settings: Settings, patterns: PatternCatalog, workers: int
+) -> str | Callable[[], FastAPI]:
+    """What uvicorn builds the app from. One worker runs in this process: it is handed the
+    settings and the catalog the preflight read (with 1,000 patterns, reading them is a third
+    of the start-up). Several workers are other processes, so each imports the factory."""
+    if workers > 1:
+        return "app.main:create_app"
+    from app.main import create_app
+
+    return functools.partial(create_app, settings, patterns=patterns)
 
 
 def serve(
@@ -60,13 +79,13 @@ def serve(
     settings = get_settings()
     # Settings, keys, the store and its migrations are proven here, so a problem is one line
     # from the CLI (exit 2) instead of a traceback from inside uvicorn.
-    run_preflight(settings)
+    patterns = run_preflight(settings)
     if settings.auto_migrate and workers > 1:
         # Migrated once by the preflight, not racing in every worker; workers inherit the env.
         os.environ["GENAI_DATABASE_AUTO_MIGRATE"] = "false"
     with shared_across_workers(workers):  # /metrics sums every worker's counters
         uvicorn.run(
-            "app.main:create_app",
+            _app_factory(settings, patterns, workers),
             factory=True,
             host=host,
             port=port,
