@@ -63,6 +63,7 @@ from app.errors import InvalidConversation, InvalidModel, UnsupportedParameter
 from app.providers.base import ReasoningDelta, ToolCallDelta
 from app.providers.registry import provider_names
 from app.routing.aliases import ModelAliases
+from app.routing.configured import configured_models
 from app.routing.policy import split_model
 from app.schemas import (
     CompletionEnvelope,
@@ -362,36 +363,16 @@ async def create_chat_completion(
 # --- models ----------------------------------------------------------------------------------
 
 
-def configured_models(settings: Settings, patterns_named: Sequence[str]) -> list[str]:
-    """Every `provider/model` the configuration names, first mention first: the model chain
-    (GENAI_MODEL, --model, default_model), per-task models, capable fallbacks, fallback chains
-    and the models the patterns name (`model_hint`, `fallbacks`)."""
-    named = [
-        settings.model,
-        settings.cli_model,
-        settings.default_model,
-        *settings.cli_task_models.values(),
-        *settings.env_task_models.values(),
-        *settings.task_models.values(),
-        *settings.capable_fallback_models,
-        *(model for key, chain in settings.fallbacks.items() for model in (key, *chain)),
-        *patterns_named,
-    ]
-    return list(dict.fromkeys(m for m in named if m and "/" in m))
-
-
 def _model_list(settings: Settings, providers: ProvidersDep, catalog: CatalogDep) -> ModelList:
     usable = {name for name, configured in providers.status().items() if configured}
     patterns = catalog.loadable()
-    pattern_models = [
-        model
-        for info in patterns
-        for model in (info.meta.model_hint, *info.meta.fallbacks)
-        if model is not None
+    named = [
+        *(each.model for each in configured_models(settings) if each.kind != "alias_target"),
+        *(model for info in patterns for _, model in info.meta.named_models),
     ]
     models = [
         ModelEntry(id=model, created=0, owned_by=model.split("/", 1)[0])
-        for model in configured_models(settings, pattern_models)
+        for model in dict.fromkeys(m for m in named if m and "/" in m)  # first mention first
         if model.split("/", 1)[0] in usable
     ]
     models += [
