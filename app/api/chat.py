@@ -55,6 +55,7 @@ from app.api.deps import (
 )
 from app.api.error_body import error_body, error_json
 from app.api.errors import error_responses
+from app.api.paths import CHAT_COMPLETIONS, MODELS, V1
 from app.api.responses import GatewayJSONResponse, json_bytes
 from app.concurrency.offload import off_loop
 from app.config import Settings
@@ -79,7 +80,7 @@ from app.schemas.conversation import conversation_problems
 from app.service import StreamDelta, StreamFailed, StreamOutput
 
 router = APIRouter(
-    prefix="/v1",
+    prefix=V1,
     tags=["openai-compatible"],
     dependencies=[CanComplete],
     route_class=OffLoopBodyRoute,
@@ -314,7 +315,7 @@ class _Chunks:
 
 
 @router.post(
-    "/chat/completions",
+    CHAT_COMPLETIONS,
     operation_id="createChatCompletion",
     summary="OpenAI Chat Completions: any model, `pattern/<name>`, tools, structured output",
     response_model=ChatCompletion,
@@ -383,7 +384,7 @@ def _model_list(settings: Settings, providers: ProvidersDep, catalog: CatalogDep
 
 
 @router.get(
-    "/models",
+    MODELS,
     operation_id="listModels",
     summary="OpenAI model list: the configured models of configured providers, and patterns",
     response_model=ModelList,
@@ -395,7 +396,7 @@ async def list_models(
 
 
 @router.get(
-    "/models/{model_id:path}",
+    MODELS + "/{model_id:path}",
     operation_id="retrieveModel",
     summary="One model: a listed one, or any id the alias map sends to a configured provider",
     response_model=ModelEntry,
