@@ -136,6 +136,11 @@ class ChainLinks:
     cli_task_models: Mapping[str, str] = field(default_factory=dict)
     env_task_models: Mapping[str, str] = field(default_factory=dict)  # by variable name
 
+    def __post_init__(self) -> None:
+        # Copies, as the policy always kept: a caller's dict changed later changes no choice.
+        for name in ("task_models", "cli_task_models", "env_task_models"):
+            object.__setattr__(self, name, dict(getattr(self, name)))
+
     @classmethod
     def from_settings(cls, settings: Settings) -> ChainLinks:
         return cls(
