@@ -211,12 +211,7 @@ def _label_vocabulary(
 
     def pattern_models() -> frozenset[str]:
         infos = patterns.loadable()
-        return policy.model_ids(
-            model
-            for info in infos
-            for model in (info.meta.model_hint, *info.meta.fallbacks)
-            if model
-        )
+        return policy.model_ids(model for info in infos for _, model in info.meta.named_models)
 
     return LabelVocabulary(
         models=configured_model_ids(settings),

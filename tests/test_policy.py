@@ -10,7 +10,7 @@ from pydantic import SecretStr
 
 from app.config import Settings, task_model_env_name
 from app.errors import ConfigurationProblems, InvalidModel
-from app.routing.policy import ModelSelectionPolicy, split_model
+from app.routing.policy import ChainLinks, ModelSelectionPolicy, split_model
 from app.schemas import ModelChoice, ModelSource
 
 DEFAULT = "openai/gpt-4o-mini"
@@ -19,7 +19,7 @@ HINT = "ollama/llama3.2:3b"
 
 
 def default_policy() -> ModelSelectionPolicy:
-    return ModelSelectionPolicy(default_model=DEFAULT)
+    return ModelSelectionPolicy(ChainLinks(default_model=DEFAULT))
 
 
 @pytest.fixture
@@ -86,12 +86,14 @@ def choose_from(levels: set[ModelSource]) -> ModelChoice:
         return {key: MODEL_OF[level]} if level in levels else {}
 
     policy = ModelSelectionPolicy(
-        default_model=MODEL_OF["config_default"],
-        model=given("env"),
-        task_models=per_task("config_task"),
-        cli_model=given("cli"),
-        cli_task_models=per_task("cli_task"),
-        env_task_models=per_task("env_task", "GENAI_MODEL_EMAIL_REPLY"),
+        ChainLinks(
+            default_model=MODEL_OF["config_default"],
+            model=given("env"),
+            task_models=per_task("config_task"),
+            cli_model=given("cli"),
+            cli_task_models=per_task("cli_task"),
+            env_task_models=per_task("env_task", "GENAI_MODEL_EMAIL_REPLY"),
+        )
     )
     return policy.choose_model(given("request"), tasks=("email/reply", "email"), hint=given("hint"))
 
@@ -113,23 +115,29 @@ def test_each_link_loses_to_the_link_above_it(index: int) -> None:
 def test_a_task_entry_matches_the_pattern_name_before_its_tags_in_order() -> None:
     tasks = ("email/reply", "draft", "email")
     by_tag = ModelSelectionPolicy(
-        default_model=DEFAULT,
-        task_models={"email": "openai/by-second-tag", "draft": "openai/by-first-tag"},
+        ChainLinks(
+            default_model=DEFAULT,
+            task_models={"email": "openai/by-second-tag", "draft": "openai/by-first-tag"},
+        )
     ).choose_model(None, tasks=tasks)
     assert (by_tag.source, by_tag.model) == ("config_task", "openai/by-first-tag")
     assert "task_models.draft" in by_tag.reason
     by_name = ModelSelectionPolicy(
-        default_model=DEFAULT,
-        task_models={"draft": "openai/by-first-tag", "email/reply": "openai/by-name"},
+        ChainLinks(
+            default_model=DEFAULT,
+            task_models={"draft": "openai/by-first-tag", "email/reply": "openai/by-name"},
+        )
     ).choose_model(None, tasks=tasks)
     assert by_name.model == "openai/by-name"
 
 
 def test_a_tag_entry_on_a_higher_link_beats_a_name_entry_on_a_lower_one() -> None:
     policy = ModelSelectionPolicy(
-        default_model=DEFAULT,
-        cli_task_models={"email": "openai/cli-tag"},
-        task_models={"email/reply": "openai/file-name"},
+        ChainLinks(
+            default_model=DEFAULT,
+            cli_task_models={"email": "openai/cli-tag"},
+            task_models={"email/reply": "openai/file-name"},
+        )
     )
     choice = policy.choose_model(None, tasks=("email/reply", "email"))
     assert (choice.source, choice.model) == ("cli_task", "openai/cli-tag")
@@ -137,10 +145,12 @@ def test_a_tag_entry_on_a_higher_link_beats_a_name_entry_on_a_lower_one() -> Non
 
 def test_task_entries_for_other_tasks_are_not_used() -> None:
     policy = ModelSelectionPolicy(
-        default_model=DEFAULT,
-        cli_task_models={"summarize": "openai/elsewhere"},
-        env_task_models={"GENAI_MODEL_SUMMARIZE": "openai/elsewhere"},
-        task_models={"summarize": "openai/elsewhere"},
+        ChainLinks(
+            default_model=DEFAULT,
+            cli_task_models={"summarize": "openai/elsewhere"},
+            env_task_models={"GENAI_MODEL_SUMMARIZE": "openai/elsewhere"},
+            task_models={"summarize": "openai/elsewhere"},
+        )
     )
     assert policy.choose_model(None, tasks=("email/reply",)).source == "config_default"
 
@@ -158,7 +168,9 @@ def test_the_task_variable_is_upper_case_with_every_other_character_an_underscor
     task: str, variable: str
 ) -> None:
     assert task_model_env_name(task) == variable
-    policy = ModelSelectionPolicy(default_model=DEFAULT, env_task_models={variable: EXPLICIT})
+    policy = ModelSelectionPolicy(
+        ChainLinks(default_model=DEFAULT, env_task_models={variable: EXPLICIT})
+    )
     choice = policy.choose_model(None, tasks=(task,))
     assert (choice.source, choice.model) == ("env_task", EXPLICIT)
     assert variable in choice.reason
@@ -306,7 +318,7 @@ def test_invalid_hint_is_invalid_model_when_the_hint_is_chosen() -> None:
 @pytest.mark.parametrize("bad", ["mystery-model", "unknown/model", "openai/"])
 def test_bad_default_model_fails_at_construction(bad: str) -> None:
     with pytest.raises(InvalidModel):
-        ModelSelectionPolicy(default_model=bad)
+        ModelSelectionPolicy(ChainLinks(default_model=bad))
 
 
 def test_bad_default_model_from_settings_fails_at_construction(

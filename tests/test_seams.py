@@ -8,26 +8,26 @@ from pathlib import Path
 import grimp
 import pytest
 
+from tests.test_architecture import LAYERS, build_graph
+
 APP = Path(__file__).resolve().parents[1] / "app"
-# Everything below the pipeline: none of it may know the service, the runtime or HTTP.
-LOWER_LAYERS = (
-    "app.audit",
-    "app.catalog",
-    "app.pipeline",
-    "app.prompts",
-    "app.providers",
-    "app.routing",
-    "app.snippets",
-    "app.store",
-    "app.tracking",
-)
-HIGHER = ("app.service", "app.runtime", "app.api", "app.middleware", "app.main", "app.cli")
+
+
+def _modules(layers: list[grimp.Layer]) -> tuple[str, ...]:
+    return tuple(f"app.{tail}" for layer in layers for tail in sorted(layer.module_tails))
+
+
+# Read from the one statement of the layers (tests/test_architecture.py), not written again:
+# the service and everything above it, and everything below it, which may know none of those.
+_SERVICE = next(i for i, layer in enumerate(LAYERS) if "service" in layer.module_tails)
+HIGHER = _modules(LAYERS[: _SERVICE + 1])
+LOWER_LAYERS = _modules(LAYERS[_SERVICE + 1 :])
 
 
 @pytest.fixture(scope="module")
 def graph() -> grimp.ImportGraph:
     # TYPE_CHECKING imports count: a cycle hidden from the interpreter is still a cycle.
-    return grimp.build_graph("app")
+    return build_graph()
 
 
 @pytest.mark.parametrize("lower", LOWER_LAYERS)

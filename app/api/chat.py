@@ -55,6 +55,7 @@ from app.api.deps import (
 )
 from app.api.error_body import error_body, error_json
 from app.api.errors import error_responses
+from app.api.paths import CHAT_COMPLETIONS, MODELS, V1
 from app.api.responses import GatewayJSONResponse, json_bytes
 from app.concurrency.offload import off_loop
 from app.config import Settings
@@ -63,6 +64,7 @@ from app.errors import InvalidConversation, InvalidModel, UnsupportedParameter
 from app.providers.base import ReasoningDelta, ToolCallDelta
 from app.providers.registry import provider_names
 from app.routing.aliases import ModelAliases
+from app.routing.configured import configured_models
 from app.routing.policy import split_model
 from app.schemas import (
     CompletionEnvelope,
@@ -78,7 +80,7 @@ from app.schemas.conversation import conversation_problems
 from app.service import StreamDelta, StreamFailed, StreamOutput
 
 router = APIRouter(
-    prefix="/v1",
+    prefix=V1,
     tags=["openai-compatible"],
     dependencies=[CanComplete],
     route_class=OffLoopBodyRoute,
@@ -313,7 +315,7 @@ class _Chunks:
 
 
 @router.post(
-    "/chat/completions",
+    CHAT_COMPLETIONS,
     operation_id="createChatCompletion",
     summary="OpenAI Chat Completions: any model, `pattern/<name>`, tools, structured output",
     response_model=ChatCompletion,
@@ -362,36 +364,16 @@ async def create_chat_completion(
 # --- models ----------------------------------------------------------------------------------
 
 
-def configured_models(settings: Settings, patterns_named: Sequence[str]) -> list[str]:
-    """Every `provider/model` the configuration names, first mention first: the model chain
-    (GENAI_MODEL, --model, default_model), per-task models, capable fallbacks, fallback chains
-    and the models the patterns name (`model_hint`, `fallbacks`)."""
-    named = [
-        settings.model,
-        settings.cli_model,
-        settings.default_model,
-        *settings.cli_task_models.values(),
-        *settings.env_task_models.values(),
-        *settings.task_models.values(),
-        *settings.capable_fallback_models,
-        *(model for key, chain in settings.fallbacks.items() for model in (key, *chain)),
-        *patterns_named,
-    ]
-    return list(dict.fromkeys(m for m in named if m and "/" in m))
-
-
 def _model_list(settings: Settings, providers: ProvidersDep, catalog: CatalogDep) -> ModelList:
     usable = {name for name, configured in providers.status().items() if configured}
     patterns = catalog.loadable()
-    pattern_models = [
-        model
-        for info in patterns
-        for model in (info.meta.model_hint, *info.meta.fallbacks)
-        if model is not None
+    named = [
+        *(each.model for each in configured_models(settings) if each.kind != "alias_target"),
+        *(model for info in patterns for _, model in info.meta.named_models),
     ]
     models = [
         ModelEntry(id=model, created=0, owned_by=model.split("/", 1)[0])
-        for model in configured_models(settings, pattern_models)
+        for model in dict.fromkeys(m for m in named if m and "/" in m)  # first mention first
         if model.split("/", 1)[0] in usable
     ]
     models += [
@@ -402,7 +384,7 @@ def _model_list(settings: Settings, providers: ProvidersDep, catalog: CatalogDep
 
 
 @router.get(
-    "/models",
+    MODELS,
     operation_id="listModels",
     summary="OpenAI model list: the configured models of configured providers, and patterns",
     response_model=ModelList,
@@ -414,7 +396,7 @@ async def list_models(
 
 
 @router.get(
-    "/models/{model_id:path}",
+    MODELS + "/{model_id:path}",
     operation_id="retrieveModel",
     summary="One model: a listed one, or any id the alias map sends to a configured provider",
     response_model=ModelEntry,

@@ -8,16 +8,17 @@ from app.api.body import OffLoopBodyRoute
 from app.api.deps import CanComplete, CompleterDep, ServiceDep
 from app.api.errors import error_responses
 from app.api.openapi import COMPLETION_EVENTS
+from app.api.paths import COMPLETIONS, V1
 from app.api.responses import GatewayJSONResponse
 from app.schemas import CompletionEnvelope, RenderRequest, RenderResult
 
 router = APIRouter(
-    prefix="/v1", tags=["completions"], dependencies=[CanComplete], route_class=OffLoopBodyRoute
+    prefix=V1, tags=["completions"], dependencies=[CanComplete], route_class=OffLoopBodyRoute
 )
 
 
 @router.post(
-    "/completions",
+    COMPLETIONS,
     operation_id="createCompletion",
     summary="Render a pattern, call the chosen model, return the envelope with provenance",
     response_model=CompletionEnvelope,

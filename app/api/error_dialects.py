@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from app.api.paths import CHAT_COMPLETIONS, MESSAGES, MODELS, V1
 from app.errors import (
     CapabilityMissing,
     GenAIError,
@@ -37,10 +38,14 @@ from app.errors import (
 Dialect = Literal["gateway", "openai", "anthropic"]
 
 
+def _under(path: str, route: str) -> bool:
+    return path == route or path.startswith(route + "/")
+
+
 def dialect_for(path: str) -> Dialect:
-    if path == "/v1/chat/completions" or path == "/v1/models" or path.startswith("/v1/models/"):
+    if path == V1 + CHAT_COMPLETIONS or _under(path, V1 + MODELS):
         return "openai"
-    if path == "/v1/messages" or path.startswith("/v1/messages/"):
+    if _under(path, V1 + MESSAGES):
         return "anthropic"
     return "gateway"
 

@@ -37,6 +37,7 @@ from app.api.messages_schemas import (
     AnthropicTokenCount,
     AnthropicUsage,
 )
+from app.api.paths import MESSAGES, V1
 from app.api.responses import GatewayJSONResponse, json_bytes
 from app.concurrency.offload import off_loop
 from app.dialects import anthropic as dialect
@@ -55,7 +56,7 @@ from app.schemas.conversation import conversation_problems
 from app.service import StreamDelta, StreamFailed, StreamOutput
 
 router = APIRouter(
-    prefix="/v1",
+    prefix=V1,
     tags=["anthropic-compatible"],
     dependencies=[CanComplete],
     route_class=OffLoopBodyRoute,
@@ -302,7 +303,7 @@ class _Events:
 
 
 @router.post(
-    "/messages",
+    MESSAGES,
     operation_id="createMessage",
     summary="Anthropic Messages: any model, `pattern/<name>`, tools, images, streaming",
     response_model=AnthropicMessage,
@@ -344,7 +345,7 @@ async def create_message(
 
 
 @router.post(
-    "/messages/count_tokens",
+    MESSAGES + "/count_tokens",
     operation_id="countMessageTokens",
     summary="Anthropic token counting, for models whose provider offers it (Anthropic)",
     response_model=AnthropicTokenCount,

@@ -9,7 +9,7 @@ from app.api.body import OffLoopBodyRoute
 from app.api.deps import CanComplete, IsAdmin, RendererDep, TemplatesDep
 from app.api.errors import error_responses
 from app.api.params import SlugPath, SlugQuery, VersionPath
-from app.catalog.templates import check_new_template
+from app.catalog.templates import store_new_template
 from app.schemas import TemplateCreate, TemplateVersion
 
 router = APIRouter(prefix="/v1/templates", tags=["templates"], route_class=OffLoopBodyRoute)
@@ -30,8 +30,7 @@ class TemplateVersionList(BaseModel):
 async def create_template_version(
     body: TemplateCreate, templates: TemplatesDep, renderer: RendererDep
 ) -> TemplateVersion:
-    await check_new_template(renderer, body.name, body.template, body.variables)
-    return await templates.create_version(body)
+    return await store_new_template(renderer, templates, body)
 
 
 @router.get(

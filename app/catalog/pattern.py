@@ -106,6 +106,13 @@ class PatternMeta(BaseModel):
         return self
 
     @property
+    def named_models(self) -> list[tuple[str, str]]:
+        """(field, model) for each model this file names, hint first: what /v1/models, the
+        metric vocabulary and `genai patterns check` read."""
+        hint = [("model_hint", self.model_hint)] if self.model_hint else []
+        return hint + [(f"fallbacks[{i}]", model) for i, model in enumerate(self.fallbacks)]
+
+    @property
     def toolset(self) -> ToolSet | None:
         if not self.tools:
             return None

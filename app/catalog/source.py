@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from app.routing.capabilities import Requirement
-from app.schemas import Message, ModelParams, ResponseFormat, ToolSet
+from app.schemas import Message, ModelParams, ResponseFormat, SourceKind, ToolSet
 
-SourceKind = Literal["pattern", "template", "fallback"]
 DATABASE_BASE_PATH = "database"
 
 

@@ -17,7 +17,8 @@ from app.errors import (
     RenderLimitExceeded,
     SandboxViolation,
 )
-from app.schemas import TemplateVersion
+from app.schemas import TemplateCreate, TemplateVersion
+from app.store.templates import TemplateRepository
 from app.tracking import canonical_json, sha256_hex
 
 FALLBACK_TEMPLATE = "ROLE: {{ role }}\nINPUT: {{ input_json }}"
@@ -61,6 +62,15 @@ async def check_new_template(
     """Refuse a version whose body and declared variables disagree, or whose trial render breaks
     a render budget (RenderLimitExceeded) or the sandbox, before it is stored."""
     await renderer.run(name, partial(_check_new_template, name, text, variables))
+
+
+async def store_new_template(
+    renderer: TemplateRenderer, templates: TemplateRepository, new: TemplateCreate
+) -> TemplateVersion:
+    """Check, then store: the one way a new version reaches the registry, so POST /v1/templates
+    and `genai templates create` can never hold a template to different rules."""
+    await check_new_template(renderer, new.name, new.template, new.variables)
+    return await templates.create_version(new)
 
 
 def _blueprint(version: TemplateVersion) -> str:

@@ -11,7 +11,7 @@ from sqlalchemy.engine import make_url
 from app.cli.runner import run
 from app.config import Settings, get_settings
 from app.errors import ConfigurationError
-from app.schemas import DriftReport, JobRecord, ReplayResult
+from app.schemas import DriftReport, JobRecord, JobStatus, ReplayResult
 from app.store.db import DATABASE_URL_SETTING
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ jobs_cli = typer.Typer(
     help="The audit trail: recent jobs, one record, replay.", no_args_is_help=True
 )
 
-JOB_STATUSES: tuple[str, ...] = get_args(JobRecord.model_fields["status"].annotation)
+JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)
 
 
 def _status(value: str | None) -> str | None:

@@ -123,9 +123,7 @@ def patterns_validate() -> None:
         typer.echo(f"{name}: found in {', '.join(roots)}; the first one is used")
     known_providers = provider_names(get_settings())
     for pattern in adapter.loadable():
-        named = [("model_hint", pattern.meta.model_hint)] if pattern.meta.model_hint else []
-        named += [(f"fallbacks[{i}]", model) for i, model in enumerate(pattern.meta.fallbacks)]
-        for field, model in named:
+        for field, model in pattern.meta.named_models:
             try:
                 split_model(model, known_providers)
             except InvalidModel as exc:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.catalog.templates import check_new_template
+from app.catalog.templates import store_new_template
 from app.cli.jobs import drift
 from app.cli.runner import run
 from app.config import Settings, get_settings
@@ -57,8 +57,7 @@ def db_new_key() -> None:
 
 @templates_cli.command("create")
 def templates_create(
-    name: str,
-    role: str,
+    key: Annotated[tuple[str, str], typer.Argument(metavar="NAME ROLE", help="The template.")],
     file: Annotated[Path, typer.Option("--file", "-f", help="The template text.")],
     variable: Annotated[
         list[str] | None, typer.Option("--variable", "-v", help="Declared variable, in order.")
@@ -68,6 +67,7 @@ def templates_create(
     activate: Annotated[bool, typer.Option(help="Make it the active variant.")] = False,
 ) -> None:
     """Store the next version of a template (its text is immutable once stored)."""
+    name, role = key  # one argument of two words: a template is keyed by (name, role)
     try:
         new = TemplateCreate(
             name=name,
@@ -83,9 +83,8 @@ def templates_create(
         raise typer.Exit(code=2) from None
 
     async def work(runtime: Runtime) -> str:
-        # The same bounded check as POST /v1/templates: compile, contract, trial render.
-        await check_new_template(runtime.renderer, new.name, new.template, new.variables)
-        version = await runtime.templates.create_version(new)
+        # The same check, then store, as POST /v1/templates: compile, contract, trial render.
+        version = await store_new_template(runtime.renderer, runtime.templates, new)
         return version.model_dump_json(indent=2)
 
     typer.echo(run(work))

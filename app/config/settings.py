@@ -24,7 +24,6 @@ from app.config.file import ConfigFileSource
 from app.errors import ConfigurationError
 from app.schemas.base import InputLimits
 
-BUILTIN_PROVIDERS = ("openai", "anthropic", "ollama")
 TASK_MODEL_ENV_PREFIX = "GENAI_MODEL_"
 _ENDPOINT_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]*")
 
@@ -35,7 +34,12 @@ def task_model_env_name(task: str) -> str:
     return TASK_MODEL_ENV_PREFIX + re.sub(r"[^A-Z0-9]", "_", task.upper())
 
 
-class OpenAISettings(BaseSettings):
+class ProviderSettings(BaseSettings):
+    """A built-in provider's own group: its field name in Settings is the provider's name, so
+    BUILTIN_PROVIDERS is read from the groups rather than written out again."""
+
+
+class OpenAISettings(ProviderSettings):
     """Read from the SDK's own variables, so an existing OpenAI set-up works unchanged."""
 
     model_config = SettingsConfigDict(env_prefix="OPENAI_", extra="ignore")
@@ -43,13 +47,13 @@ class OpenAISettings(BaseSettings):
     base_url: str | None = Field(default=None, description="Any OpenAI-compatible server.")
 
 
-class AnthropicSettings(BaseSettings):
+class AnthropicSettings(ProviderSettings):
     model_config = SettingsConfigDict(env_prefix="ANTHROPIC_", extra="ignore")
     api_key: SecretStr | None = None
     base_url: str | None = None
 
 
-class OllamaSettings(BaseSettings):
+class OllamaSettings(ProviderSettings):
     model_config = SettingsConfigDict(env_prefix="OLLAMA_", extra="ignore")
     host: str | None = Field(default=None, description="Default: the SDK's http://127.0.0.1:11434.")
 
@@ -470,6 +474,14 @@ class Settings(BaseSettings):
             file_secret_settings,
         )
 
+
+# The built-in providers, in the order Settings declares their groups (the providers layer's
+# descriptors must agree: tests/test_config_file.py); an endpoint may not take one of these names.
+BUILTIN_PROVIDERS: tuple[str, ...] = tuple(
+    name
+    for name, field in Settings.model_fields.items()
+    if isinstance(field.annotation, type) and issubclass(field.annotation, ProviderSettings)
+)
 
 _NOT_IN_FILE = {
     "config": "the config file cannot name another one (GENAI_CONFIG names this one)",

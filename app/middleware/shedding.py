@@ -14,10 +14,9 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.errors import genai_error_response
+from app.api.paths import SHED_PATHS
 from app.errors import Overloaded
 from app.runtime import Runtime
-
-SHED_PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})  # the completion routes
 
 
 class ShedMiddleware:

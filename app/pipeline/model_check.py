@@ -64,7 +64,7 @@ def _shortfalls(
     max_tokens (the prompt's length is a request's own)."""
 
     def shortfalls(choice: ModelChoice) -> list[Shortfall]:
-        params = default_params.overlay(info.meta.params).only(
+        params = ModelParams.effective(default_params, info.meta.params).only(
             describe(choice.provider).supported_params
         )
         return capabilities.shortfalls(

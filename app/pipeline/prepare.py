@@ -189,7 +189,7 @@ class PromptPreparer:
         prompt_chars = _prompt_chars(request, source, snippets)
         requires = _requirements(source, turns)
 
-        wanted = self._default_params.overlay(source.params).overlay(request.params)
+        wanted = ModelParams.effective(self._default_params, source.params, request.params)
         image_urls = any(
             isinstance(part, ImagePart) and not is_data_image(part.url)
             for turn in turns
@@ -286,14 +286,12 @@ class PromptPreparer:
         request: RenderRequest,
         prompt_chars: int,
     ) -> ModelParams:
-        """Request > pattern > configured defaults, minus what the provider refuses; a provider
+        """`ModelParams.effective`, minus what the provider refuses; a provider
         that insists on `max_tokens` gets, when nothing set one, the model's output limit within
         what its context window leaves the answer (so a long prompt is not refused for it)."""
         provider = self._describe(choice.provider)
-        params = (
-            self._default_params.overlay(source.params)
-            .overlay(request.params)
-            .only(provider.supported_params)
+        params = ModelParams.effective(self._default_params, source.params, request.params).only(
+            provider.supported_params
         )
         if params.max_tokens is None and provider.requires_max_tokens:
             caps = self._capabilities.for_model(choice.provider, choice.name)

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from app.config import Settings, task_model_env_name
 from app.errors import CapabilityMissing, ConfigurationProblems, InvalidModel
 from app.providers.registry import PROVIDER_NAMES, provider_names
 from app.routing.aliases import ModelAliases
+from app.routing.configured import configured_models
 from app.schemas import MODEL, ModelChoice, ModelSource
 
 _MODEL = re.compile(MODEL)
@@ -65,28 +67,6 @@ def split_model(
     return provider, name
 
 
-def configured_models(settings: Settings) -> Iterator[tuple[str, str]]:
-    """Every model the settings name, each with the setting an operator would fix."""
-    yield "GENAI_DEFAULT_MODEL (default_model)", settings.default_model
-    if settings.model:
-        yield "GENAI_MODEL", settings.model
-    if settings.cli_model:
-        yield "--model", settings.cli_model
-    for task, model in settings.cli_task_models.items():
-        yield f"--model-for {task}", model
-    yield from settings.env_task_models.items()
-    for task, model in settings.task_models.items():
-        yield f"task_models.{task}", model
-    for key, chain in settings.fallbacks.items():
-        for index, model in enumerate(chain):
-            yield f"fallbacks.{key}[{index}]", model
-    for index, model in enumerate(settings.capable_fallback_models):
-        yield f"GENAI_CAPABLE_FALLBACK_MODELS[{index}]", model
-    for alias, target in settings.model_aliases.items():
-        if "/" in target:
-            yield f"model_aliases.{alias}", target
-
-
 def model_ids(
     models: Iterable[str],
     providers: Collection[str] = PROVIDER_NAMES,
@@ -108,9 +88,8 @@ def configured_model_ids(settings: Settings) -> frozenset[str]:
     """Every model the settings name, and each fallback chain's own model (a chain may be kept
     for a model rather than a task): the models a metric may name. What start-up would refuse
     is left out."""
-    named = [model for _, model in configured_models(settings)]
-    known, aliases = provider_names(settings), ModelAliases(settings.model_aliases)
-    return model_ids([*named, *settings.fallbacks], known, aliases)
+    named = [each.model for each in configured_models(settings)]
+    return model_ids(named, provider_names(settings), ModelAliases(settings.model_aliases))
 
 
 # A variable that looks like GENAI_MODEL_<TASK> but once meant something else.
@@ -132,15 +111,52 @@ def model_setting_problems(settings: Settings) -> list[tuple[str, str]]:
         for alias, target in settings.model_aliases.items()
         if "/" not in target and target not in known
     ]
-    for setting, model in configured_models(settings):
-        if setting in _RETIRED:
-            problems.append((setting, _RETIRED[setting]))
+    for named in configured_models(settings):
+        if named.kind == "chain_key":  # a key may name a task: only a chain's models must be models
+            continue
+        if named.setting in _RETIRED:
+            problems.append((named.setting, _RETIRED[named.setting]))
             continue
         try:
-            split_model(model, known, aliases)
+            split_model(named.model, known, aliases)
         except InvalidModel as exc:
-            problems.append((setting, exc.message))
+            problems.append((named.setting, exc.message))
     return problems
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChainLinks:
+    """What the configured links of the chain name, one value so the policy takes one argument
+    for them (the request's `model` and the pattern's hint come with each choice)."""
+
+    default_model: str
+    model: str | None = None  # GENAI_MODEL
+    cli_model: str | None = None
+    task_models: Mapping[str, str] = field(default_factory=dict)
+    cli_task_models: Mapping[str, str] = field(default_factory=dict)
+    env_task_models: Mapping[str, str] = field(default_factory=dict)  # by variable name
+
+    def __post_init__(self) -> None:
+        # Copies, as the policy always kept: a caller's dict changed later changes no choice.
+        for name in ("task_models", "cli_task_models", "env_task_models"):
+            object.__setattr__(self, name, dict(getattr(self, name)))
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ChainLinks:
+        return cls(
+            default_model=settings.default_model,
+            model=settings.model,
+            cli_model=settings.cli_model,
+            task_models=settings.task_models,
+            cli_task_models=settings.cli_task_models,
+            env_task_models=settings.env_task_models,
+        )
+
+    def models(self) -> Iterator[str | None]:
+        """Every model a link names (None where a link is unset)."""
+        yield from (self.default_model, self.model, self.cli_model)
+        for per_task in (self.task_models, self.cli_task_models, self.env_task_models):
+            yield from per_task.values()
 
 
 class ModelSelectionPolicy:
@@ -148,36 +164,17 @@ class ModelSelectionPolicy:
 
     def __init__(
         self,
+        links: ChainLinks,
         *,
-        default_model: str,
-        model: str | None = None,
-        task_models: Mapping[str, str] | None = None,
-        cli_model: str | None = None,
-        cli_task_models: Mapping[str, str] | None = None,
-        env_task_models: Mapping[str, str] | None = None,
         capable_fallbacks: Sequence[str] = (),
         providers: Collection[str] = PROVIDER_NAMES,
         aliases: ModelAliases | None = None,
     ) -> None:
-        self.default_model = default_model
-        self.model = model
-        self.task_models = dict(task_models or {})
-        self.cli_model = cli_model
-        self.cli_task_models = dict(cli_task_models or {})
-        self.env_task_models = dict(env_task_models or {})  # by variable name
+        self.links = links
         self.capable_fallbacks = tuple(capable_fallbacks)
         self.providers = tuple(providers)
         self.aliases = aliases or ModelAliases()
-        every = (
-            default_model,
-            model,
-            cli_model,
-            *capable_fallbacks,
-            *self.task_models.values(),
-            *self.cli_task_models.values(),
-            *self.env_task_models.values(),
-        )
-        for named in every:
+        for named in (*links.models(), *capable_fallbacks):
             if named:
                 self.split(named)  # fail at start-up, not on the first request
 
@@ -188,12 +185,7 @@ class ModelSelectionPolicy:
         if problems:
             raise ConfigurationProblems(problems)
         return cls(
-            default_model=settings.default_model,
-            model=settings.model,
-            task_models=settings.task_models,
-            cli_model=settings.cli_model,
-            cli_task_models=settings.cli_task_models,
-            env_task_models=settings.env_task_models,
+            ChainLinks.from_settings(settings),
             capable_fallbacks=settings.capable_fallback_models,
             providers=provider_names(settings),
             aliases=ModelAliases(settings.model_aliases),
@@ -220,18 +212,22 @@ class ModelSelectionPolicy:
         """(source, the model it names or None, what it is called), highest first."""
         yield "request", requested, "the request's `model`"
         for task in tasks:
-            yield "cli_task", self.cli_task_models.get(task), f"`--model-for {task}=…`"
-        yield "cli", self.cli_model, "`--model` on the command line"
+            yield "cli_task", self.links.cli_task_models.get(task), f"`--model-for {task}=…`"
+        yield "cli", self.links.cli_model, "`--model` on the command line"
         for task in tasks:
             variable = task_model_env_name(task)
-            yield "env_task", self.env_task_models.get(variable), variable
-        yield "env", self.model, "GENAI_MODEL"
+            yield "env_task", self.links.env_task_models.get(variable), variable
+        yield "env", self.links.model, "GENAI_MODEL"
         for task in tasks:
-            yield "config_task", self.task_models.get(task), f"task_models.{task} (config file)"
+            yield (
+                "config_task",
+                self.links.task_models.get(task),
+                f"task_models.{task} (config file)",
+            )
         yield "hint", hint, "the pattern's model_hint"
         yield (
             "config_default",
-            self.default_model,
+            self.links.default_model,
             "the default model (GENAI_DEFAULT_MODEL or the config file's default_model)",
         )
 

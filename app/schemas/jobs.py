@@ -12,6 +12,12 @@ from app.schemas.base import FrozenModel, is_unset
 from app.schemas.conversation import Message, ResponseFormat, ToolCall, ToolSet
 from app.schemas.envelope import CallAttempt, RenderedPrompt, ValidationIssues
 
+# The one home of each record vocabulary: the catalog, the store, the CLI and the API import these.
+SourceKind = Literal["pattern", "template", "fallback"]  # where a completion's prompt came from
+OutcomeStatus = Literal["completed", "cached", "failed", "cancelled"]  # how a completion ended
+# A record's whole life: written `pending`, then an outcome, or `interrupted` after a crash.
+JobStatus = Literal["pending", OutcomeStatus, "interrupted"]
+
 
 class RecordedParams(FrozenModel):
     """ModelParams as the audit record keeps them: its strings redacted (a `stop` may grow), so
@@ -59,10 +65,10 @@ class JobRecord(FrozenModel):
     request_id: str | None
     created_at: dt.datetime
     completed_at: dt.datetime | None
-    status: Literal["pending", "completed", "cached", "failed", "cancelled", "interrupted"]
+    status: JobStatus
     error_type: str | None
     error_message: str | None
-    source_kind: Literal["pattern", "template", "fallback"]
+    source_kind: SourceKind
     source_name: str
     source_base_path: str
     template_id: int | None

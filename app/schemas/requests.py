@@ -58,6 +58,14 @@ class ModelParams(InputModel):
             return self
         return self.model_copy(update=other.model_dump(exclude_none=True))
 
+    @staticmethod
+    def effective(
+        defaults: ModelParams, pattern: ModelParams | None, request: ModelParams | None = None
+    ) -> ModelParams:
+        """The one statement of the precedence: the request's params over the pattern's
+        front-matter over the configured defaults, field by field."""
+        return defaults.overlay(pattern).overlay(request)
+
     def only(self, fields: frozenset[str]) -> ModelParams:
         """These params without the ones a provider does not accept."""
         return self.model_copy(

@@ -15,11 +15,8 @@ from typing import Any, Literal, Self
 
 from pydantic import Field
 
-from app.schemas import JobRecord
+from app.schemas import JobRecord, OutcomeStatus, SourceKind
 from app.store.storable import storable
-
-SourceKind = Literal["pattern", "template", "fallback"]
-OutcomeStatus = Literal["completed", "cached", "failed", "cancelled"]
 
 
 class _Row:

@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import uvicorn
 from starlette.applications import Starlette
@@ -37,7 +37,7 @@ from starlette.types import Scope
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 Provider = Literal["openai", "anthropic", "ollama"]
-PROVIDERS: tuple[Provider, ...] = ("openai", "anthropic", "ollama")
+PROVIDERS: tuple[Provider, ...] = get_args(Provider)
 
 _ANTHROPIC_ERROR_TYPES = {  # anything else (e.g. 500) is "api_error"
     400: "invalid_request_error",

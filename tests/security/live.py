@@ -58,6 +58,29 @@ def service_env(fake: FakeProviderServer, data_dir: Path, **extra: str) -> dict[
     return env
 
 
+def store_env(
+    fake: FakeProviderServer, database_url: str, data_dir: Path, **extra: str
+) -> dict[str, str]:
+    """`service_env` on a database of the test's own, migrated when the service starts."""
+    return service_env(
+        fake,
+        data_dir,
+        GENAI_DATABASE_URL=database_url,
+        GENAI_DATABASE_AUTO_MIGRATE="true",
+        **extra,
+    )
+
+
+@contextlib.contextmanager
+def cleared_umask() -> Iterator[None]:
+    """Umask 0, so a private file mode has to come from the code, not from a kind umask."""
+    previous = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
 @dataclass
 class LiveService:
     base_url: str

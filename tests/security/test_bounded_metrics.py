@@ -15,7 +15,6 @@ import contextlib
 import datetime as dt
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,8 +27,8 @@ from app.cache.answer import decode_answer, encode_answer
 from app.cache.seal import AnswerSealer
 from app.schemas import ModelParams, Provenance, RenderedPrompt
 from app.store.secrets import decode_key, new_key_text
-from tests.fakes.provider_server import FakeProviderServer
-from tests.security.live import LiveService, live_service, service_env
+from tests.security.conftest import Serve
+from tests.security.live import LiveService
 from tests.test_cache import require_redis
 
 # A database of its own in the local Redis; every key a test writes is deleted afterwards (and
@@ -92,15 +91,8 @@ def _series(exposition: str) -> set[tuple[str, frozenset[tuple[str, str]]]]:
 
 
 @pytest.fixture
-def service(fake: FakeProviderServer, database_url: str, tmp_path: Path) -> Iterator[LiveService]:
-    env = service_env(
-        fake,
-        tmp_path / "data",
-        GENAI_DATABASE_URL=database_url,
-        GENAI_DATABASE_AUTO_MIGRATE="true",
-        GENAI_DEFAULT_MODEL="openai/gpt-4o-mini",
-    )
-    with live_service(env, tmp_path) as running:
+def service(serve: Serve) -> Iterator[LiveService]:
+    with serve(GENAI_DEFAULT_MODEL="openai/gpt-4o-mini") as running:
         yield running
 
 
@@ -180,35 +172,26 @@ async def redis() -> AsyncIterator[tuple[Redis, list[str]]]:
 
 
 @contextlib.contextmanager
-def cached_service(
-    fake: FakeProviderServer, database_url: str, tmp_path: Path, **env: str
-) -> Iterator[tuple[LiveService, bytes]]:
-    """The service with its cache in Redis (and `env` on top); the data key it seals with."""
+def cached_service(serve: Serve, scope: str = "") -> Iterator[tuple[LiveService, bytes]]:
+    """The service with its cache in Redis (in `scope`, when named); the data key it seals with."""
     data_key = new_key_text()
-    settings = service_env(
-        fake,
-        tmp_path / "data",
-        GENAI_DATABASE_URL=database_url,
-        GENAI_DATABASE_AUTO_MIGRATE="true",
+    env = {"GENAI_CACHE__SCOPE": scope} if scope else {}
+    with serve(
         GENAI_DEFAULT_MODEL="openai/gpt-4o-mini",
         GENAI_REDIS_URL=REDIS_URL,
         GENAI_DATA_KEY=data_key,
         GENAI_CACHE__TTL_SECONDS=str(CACHE_TTL_SECONDS),
         **env,
-    )
-    with live_service(settings, tmp_path) as running:
+    ) as running:
         yield running, decode_key(data_key, what="GENAI_DATA_KEY")
 
 
 async def test_by_default_a_second_key_gets_no_hit_on_another_keys_prompt(
-    fake: FakeProviderServer,
-    database_url: str,
-    tmp_path: Path,
-    redis: tuple[Redis, list[str]],
+    serve: Serve, redis: tuple[Redis, list[str]]
 ) -> None:
     _, written = redis
     request = _prompt()
-    with cached_service(fake, database_url, tmp_path) as (service, _):  # the scope's default
+    with cached_service(serve) as (service, _):  # the scope's default
         admin = service.first_admin_key()
         async with service.client(admin) as http:
             created = await http.post("/v1/keys", json={"name": "tenant-b", "scope": "complete"})
@@ -225,15 +208,12 @@ async def test_by_default_a_second_key_gets_no_hit_on_another_keys_prompt(
 
 
 async def test_an_entry_kept_past_its_ttl_in_redis_is_a_miss(
-    fake: FakeProviderServer,
-    database_url: str,
-    tmp_path: Path,
-    redis: tuple[Redis, list[str]],
+    serve: Serve, redis: tuple[Redis, list[str]]
 ) -> None:
     client, written = redis
     request = _prompt()
     # The scope named, so the test knows where the entry is whatever the default.
-    scoped = cached_service(fake, database_url, tmp_path, GENAI_CACHE__SCOPE="key")
+    scoped = cached_service(serve, scope="key")
     with scoped as (service, data_key):
         admin = service.first_admin_key()
         async with service.client(admin) as http:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from pathlib import Path
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.fakes.provider_server import FakeProviderServer, Reply
-from tests.security.live import live_service, service_env
+from tests.security.conftest import Serve
 
 IN_FLIGHT = 10
 REQUEST = {"pattern_key": "summarize", "variables": {}, "user_prompt": "a short text"}
@@ -27,19 +26,14 @@ async def _statuses(database_url: str) -> list[str]:
 
 
 async def test_sigterm_with_completions_in_flight_answers_every_caller_and_records_each(
-    fake: FakeProviderServer, database_url: str, tmp_path: Path
+    fake: FakeProviderServer, database_url: str, serve: Serve
 ) -> None:
     fake.script("openai", *[Reply.delay(1.5)] * IN_FLIGHT)
-    env = service_env(
-        fake,
-        tmp_path / "data",
-        GENAI_DATABASE_URL=database_url,
-        GENAI_DATABASE_AUTO_MIGRATE="true",
+    with serve(
         GENAI_DEFAULT_MODEL="openai/gpt-4o-mini",
         GENAI_SHUTDOWN_GRACE_SECONDS="30",
         GENAI_AUTH_DISABLED="1",  # this test is about stopping, not about keys
-    )
-    with live_service(env, tmp_path) as service:
+    ) as service:
         async with service.client() as http:
             calls = [
                 asyncio.create_task(http.post("/v1/completions", json=REQUEST))

@@ -5,7 +5,6 @@ The umask is cleared during each test, so the modes come from the code, not from
 
 from __future__ import annotations
 
-import os
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,16 +15,14 @@ from sqlalchemy import text
 
 from app.store.db import Database
 from app.store.secrets import load_or_create_key
+from tests.security.live import cleared_umask
 from tests.support import run_cli
 
 
 @pytest.fixture(autouse=True)
 def _no_umask() -> Iterator[None]:
-    previous = os.umask(0)
-    try:
+    with cleared_umask():
         yield
-    finally:
-        os.umask(previous)
 
 
 def mode(path: Path) -> int:

@@ -7,11 +7,8 @@ file under the data directory and the log names the file, never the key.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,29 +17,15 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.auth import keys
 from tests.fakes.provider_server import FakeProviderServer
-from tests.security.live import FIRST_KEY_FILE, LiveService, live_service, service_env
-
-
-@contextlib.contextmanager
-def _no_umask() -> Iterator[None]:
-    """The service inherits umask 0, so a private mode comes from the code, not a kind umask."""
-    previous = os.umask(0)
-    try:
-        yield
-    finally:
-        os.umask(previous)
-
-
-def _env(
-    fake: FakeProviderServer, database_url: str, data_dir: Path, **extra: str
-) -> dict[str, str]:
-    return service_env(
-        fake,
-        data_dir,
-        GENAI_DATABASE_URL=database_url,
-        GENAI_DATABASE_AUTO_MIGRATE="true",
-        **extra,
-    )
+from tests.security.conftest import Serve
+from tests.security.live import (
+    FIRST_KEY_FILE,
+    LiveService,
+    cleared_umask,
+    live_service,
+    service_env,
+    store_env,
+)
 
 
 async def _names_of_keys(service: LiveService, admin_key: str) -> list[str]:
@@ -67,12 +50,10 @@ def _log_events(service: LiveService) -> list[dict[str, object]]:
 
 
 async def test_without_a_terminal_the_key_goes_to_a_0600_file_and_never_to_the_log(
-    fake: FakeProviderServer, database_url: str, tmp_path: Path
+    serve: Serve, tmp_path: Path
 ) -> None:
-    data_dir = tmp_path / "data"
-    key_file = data_dir / FIRST_KEY_FILE
-    env = _env(fake, database_url, data_dir)
-    with _no_umask(), live_service(env, tmp_path) as first:
+    key_file = tmp_path / "data" / FIRST_KEY_FILE
+    with cleared_umask(), serve() as first:  # the service inherits umask 0
         assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
         assert stat.S_IMODE(key_file.parent.stat().st_mode) == 0o700
         key = first.first_admin_key()
@@ -83,7 +64,7 @@ async def test_without_a_terminal_the_key_goes_to_a_0600_file_and_never_to_the_l
         first.stop()
     assert "gsk_" not in first.log(), "the key (or any key) reached stdout or stderr"
     assert [p.name for p in key_file.parent.iterdir() if "first-admin" in p.name] == [key_file.name]
-    with live_service(env, tmp_path) as second:  # the store has a key now: no new one is made
+    with serve() as second:  # the store has a key now: no new one is made
         assert await _names_of_keys(second, key) == ["first-admin"]
         assert key_file.read_text().strip() == key
         second.stop()
@@ -96,7 +77,7 @@ async def test_without_a_terminal_the_key_goes_to_a_0600_file_and_never_to_the_l
 async def test_on_an_operators_terminal_the_key_is_shown_there_and_no_file_is_written(
     fake: FakeProviderServer, database_url: str, tmp_path: Path
 ) -> None:
-    env = _env(fake, database_url, tmp_path / "data")
+    env = store_env(fake, database_url, tmp_path / "data")
     env.pop("GENAI_LOG_JSON")  # an operator's shell sets nothing: the console format, on a TTY
     with live_service(env, tmp_path, terminal=True) as service:
         shown = [
@@ -133,11 +114,11 @@ async def _stored_keys(database_url: str) -> list[tuple[str, bool]]:
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 async def test_a_key_that_cannot_be_written_is_revoked_and_never_shown(
-    fake: FakeProviderServer, database_url: str, tmp_path: Path
+    database_url: str, serve: Serve, tmp_path: Path
 ) -> None:
     data_dir = tmp_path / "data"
     (data_dir / FIRST_KEY_FILE).mkdir(parents=True)  # a directory where the file must go
-    with live_service(_env(fake, database_url, data_dir), tmp_path) as service:
+    with serve() as service:
         [refused] = [e for e in _log_events(service) if e["event"] == "first_admin_key_not_written"]
         assert "genai keys create --scope admin" in str(refused["hint"])
         service.stop()

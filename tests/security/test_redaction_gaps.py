@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.fakes.provider_server import FakeProviderServer
-from tests.security.live import live_service, service_env
+from tests.security.conftest import Serve
 
 # The shapes an adversarial pass found stored in clear, each a distinct value.
 VALUES = {
@@ -78,7 +76,7 @@ def _assert_holds_none(where: str, stored: str) -> None:
 
 
 async def test_lookalike_personal_data_is_redacted_in_the_record_and_the_database(
-    fake: FakeProviderServer, database_url: str, tmp_path: Path
+    database_url: str, serve: Serve
 ) -> None:
     values = list(VALUES.values())
     request = {
@@ -87,14 +85,7 @@ async def test_lookalike_personal_data_is_redacted_in_the_record_and_the_databas
         "user_prompt": "Contact details: " + "; ".join(values),
         "params": {"stop": [f"{a} {b}" for a, b in zip(values[::2], values[1::2], strict=True)]},
     }
-    env = service_env(
-        fake,
-        tmp_path / "data",
-        GENAI_DATABASE_URL=database_url,
-        GENAI_DATABASE_AUTO_MIGRATE="true",
-        GENAI_DEFAULT_MODEL="openai/gpt-4o-mini",
-    )
-    with live_service(env, tmp_path) as service:
+    with serve(GENAI_DEFAULT_MODEL="openai/gpt-4o-mini") as service:
         admin_key = service.first_admin_key()
         async with service.client(admin_key) as http:
             answer = await http.post("/v1/completions", json=request)

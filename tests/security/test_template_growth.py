@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.provider_server import FakeProviderServer
-from tests.security.live import live_service, service_env
+from tests.security.conftest import Serve
 
 # Each would build about a gigabyte at the default 1,000,000-character budget.
 GROWING = {
@@ -45,15 +44,9 @@ def _peak_rss(pid: int) -> int:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for peak RSS")
 async def test_an_admin_storing_a_growing_template_gets_422_before_anything_is_built(
-    fake: FakeProviderServer, database_url: str, tmp_path: Path
+    serve: Serve,
 ) -> None:
-    env = service_env(
-        fake,
-        tmp_path / "data",
-        GENAI_DATABASE_URL=database_url,
-        GENAI_DATABASE_AUTO_MIGRATE="true",
-    )
-    with live_service(env, tmp_path) as service:
+    with serve() as service:
         async with service.client(service.first_admin_key()) as http:
             for name, body in GROWING.items():
                 new = {"name": name, "role": "writer", "template": body, "variables": []}

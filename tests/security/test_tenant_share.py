@@ -16,7 +16,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,7 +24,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.fakes.provider_server import FakeProviderServer, Reply
-from tests.security.live import LiveService, live_service, service_env
+from tests.security.conftest import Serve
+from tests.security.live import LiveService
 
 MAX_ANSWER_BYTES = 8 * 1024 * 1024  # GENAI_UPSTREAM__MAX_ANSWER_BYTES's default
 MAX_BODY_BYTES = 4 * 1024 * 1024  # GENAI_MAX_BODY_BYTES's default
@@ -33,19 +33,14 @@ CHUNK = "x" * 65_536
 
 
 @pytest.fixture
-def service(fake: FakeProviderServer, database_url: str, tmp_path: Path) -> Iterator[LiveService]:
-    env = service_env(
-        fake,
-        tmp_path / "data",
-        GENAI_DATABASE_URL=database_url,
-        GENAI_DATABASE_AUTO_MIGRATE="true",
+def service(serve: Serve) -> Iterator[LiveService]:
+    with serve(
         GENAI_DEFAULT_MODEL="openai/gpt-4o-mini",
         GENAI_LIMITS__MAX_CONCURRENT="1",
         GENAI_LIMITS__MAX_QUEUED="0",
         GENAI_REQUEST__STREAM_SEND_TIMEOUT_SECONDS="1",
         GENAI_REQUEST__HEAD_TIMEOUT_SECONDS="1",
-    )
-    with live_service(env, tmp_path) as running:
+    ) as running:
         yield running
 
 
