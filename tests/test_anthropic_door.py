@@ -36,7 +36,7 @@ from openai import AsyncOpenAI
 from app.audit.trail import AuditTrail
 from app.auth import Scope
 from app.catalog.chat import CHAT_HASHES
-from app.config import Settings
+from app.config import LimitSettings, Settings
 from app.main import create_app
 from app.schemas import Message as Turn
 from app.schemas import ToolCall
@@ -1568,3 +1568,34 @@ async def test_the_same_conversation_through_either_door_is_sent_and_proven_the_
     through_messages, through_chat = fake.calls("openai")
     assert through_messages.body == through_chat.body
     assert extra(message)["provenance"] == (completion.model_extra or {})["provenance"]
+
+
+async def test_a_full_gateway_sheds_a_message_at_the_door_in_anthropics_error_format(
+    fake: FakeProviderServer,
+) -> None:
+    fake.script("openai", Reply.delay(1.0))
+    settings = settings_for(fake, limits=LimitSettings(max_concurrent=1, max_queued=0))
+    user: Any = [{"role": "user", "content": "hi"}]
+    async with serving(settings) as running:
+        busy = asyncio.create_task(
+            running.sdk.messages.create(model="openai/gpt-4o-mini", max_tokens=50, messages=user)
+        )
+        for _ in range(500):  # until the one slot is taken by a call upstream
+            if fake.calls("openai"):
+                break
+            await asyncio.sleep(0.01)
+
+        with pytest.raises(anthropic.InternalServerError) as shed:
+            await running.sdk.messages.create(
+                model="openai/gpt-4o-mini", max_tokens=50, messages=user
+            )
+        # At the door: before the key is checked or the body read.
+        async with httpx.AsyncClient(base_url=running.base_url) as anonymous_client:
+            anonymous = await anonymous_client.post("/v1/messages", content=b"{not json")
+        answered = await busy
+
+    assert shed.value.status_code == 503
+    assert shed.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
+    assert anonymous.status_code == 503
+    assert anonymous.json()["error"]["type"] == "overloaded_error"
+    assert answered.content

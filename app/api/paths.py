@@ -13,4 +13,4 @@ MESSAGES = "/messages"
 
 # The completion routes a full gateway answers 503 at the door (app/middleware/shedding.py);
 # the probes and every other route are never shed there.
-SHED_PATHS = frozenset({V1 + COMPLETIONS, V1 + CHAT_COMPLETIONS})
+SHED_PATHS = frozenset({V1 + COMPLETIONS, V1 + CHAT_COMPLETIONS, V1 + MESSAGES})
