@@ -330,13 +330,11 @@ async def build_runtime(settings: Settings) -> Runtime:
         cache_per_key=settings.cache.scope == "key",
     )
     replayer = Replayer(
-        jobs=jobs,
-        writer=writer,
+        reader=audit.reader,
         preparer=preparer,
         patterns=patterns,
         templates=templates,
         redactor=redactor,
-        vault=vault,
         metrics=metrics,
     )
     readiness = Readiness(
