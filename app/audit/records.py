@@ -14,8 +14,9 @@ import asyncio
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
+from pydantic import BaseModel
 from sqlalchemy import String
 
 from app.audit.redaction import Redactor, clip
@@ -23,12 +24,22 @@ from app.errors import GenAIError
 from app.pipeline.prepare import Prepared
 from app.prompts.structured import Attempt
 from app.providers import ProviderReply
-from app.schemas import CallAttempt, Message, RenderedPrompt, RenderRequest
+from app.schemas import (
+    CallAttempt,
+    Message,
+    RenderedPrompt,
+    RenderRequest,
+    StoredParams,
+    StructuredAttempt,
+    ToolCall,
+)
 from app.schemas.conversation import is_data_image
 from app.store.records import JobOutcome, PendingJob
 from app.store.secrets import ReplayVault
 from app.store.tables import Job
 from app.tracking import sha256_hex
+
+_M = TypeVar("_M", bound=BaseModel)
 
 
 def _now() -> dt.datetime:
@@ -136,6 +147,13 @@ def answer_size(reply: ProviderReply, run: CallRun) -> int:
     return text_size(reply.text, *arguments, attempts=run.output_attempts)
 
 
+def _replaced(model: _M, name: str, value: str) -> _M:
+    """The model with one text replaced by its redacted form; itself (no copy) if unchanged."""
+    if getattr(model, name) == value:
+        return model
+    return model.model_copy(update={name: value})
+
+
 class RecordBuilder:
     """Builds every row the audit trail writes; pure CPU work (redaction), no I/O, no await."""
 
@@ -149,6 +167,7 @@ class RecordBuilder:
         """The pending record, every caller-supplied text in it redacted."""
         source, choice, provenance = prepared.source, prepared.choice, prepared.provenance
         stored_prompt, tokens = redact_prompt(self.redactor, prepared.prompt)
+        stored_params: StoredParams
         stored_params, param_tokens = self.redactor.redact_data(
             prepared.params.model_dump(exclude_none=True)
         )
@@ -292,16 +311,16 @@ class RecordBuilder:
 
     def _attempts(
         self, attempts: Sequence[Attempt]
-    ) -> tuple[list[dict[str, Any]] | None, dict[str, str]]:
+    ) -> tuple[tuple[StructuredAttempt, ...] | None, dict[str, str]]:
         """Structured-output attempts as stored: every string in them redacted (issues too)."""
         if not attempts:
             return None, {}
         stored, tokens = self.redactor.redact_data([attempt.as_record() for attempt in attempts])
-        return stored, tokens
+        return tuple(StructuredAttempt.model_validate(value) for value in stored), tokens
 
     def _tool_calls(
         self, reply: ProviderReply
-    ) -> tuple[list[dict[str, Any]] | None, dict[str, str]]:
+    ) -> tuple[tuple[ToolCall, ...] | None, dict[str, str]]:
         """The answer's tool calls as stored: their arguments redacted like any text."""
         if not reply.tool_calls:
             return None, {}
@@ -309,20 +328,16 @@ class RecordBuilder:
         for call in reply.tool_calls:
             arguments = self.redactor.redact(call.arguments)
             tokens.update(arguments.tokens)
-            stored.append({**call.model_dump(mode="json"), "arguments": arguments.text})
-        return stored, tokens
+            stored.append(_replaced(call, "arguments", arguments.text))
+        return tuple(stored), tokens
 
-    def _calls(self, calls: Sequence[CallAttempt]) -> list[dict[str, Any]] | None:
+    def _calls(self, calls: Sequence[CallAttempt]) -> tuple[CallAttempt, ...] | None:
         """Upstream calls as stored: provider and model names only, nothing the caller wrote
         except the model name, redacted like the pending record's."""
         if not calls:
             return None
-        stored = []
-        for call in calls:
-            row = call.model_dump()
-            row["model"] = self.redactor.redact_model_name(call.model).text
-            stored.append(row)
-        return stored
+        redact = self.redactor.redact_model_name
+        return tuple(_replaced(call, "model", redact(call.model).text) for call in calls)
 
     def _answering_model(self, prepared: Prepared | None) -> tuple[dict[str, Any], dict[str, str]]:
         """When a fallback answered, the columns that name the model and the prompt it was sent

@@ -72,6 +72,7 @@ from app.schemas.jobs import (
     RecordedParams,
     RecordedPrompt,
     ReplayResult,
+    StoredParams,
     StructuredAttempt,
 )
 from app.schemas.requests import (
@@ -143,6 +144,7 @@ __all__ = [
     "Role",
     "Snippet",
     "SnippetIn",
+    "StoredParams",
     "StructuredAttempt",
     "StructuredOutcome",
     "TemplateCreate",
