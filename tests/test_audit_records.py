@@ -3,6 +3,7 @@ the typed values they hand to the store, whose JSON must stay what was stored be
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, get_type_hints
 
@@ -15,6 +16,7 @@ from app.prompts.structured import Attempt
 from app.providers import ProviderReply
 from app.schemas import (
     CallAttempt,
+    JobRecord,
     Message,
     ModelChoice,
     ModelParams,
@@ -27,8 +29,9 @@ from app.schemas import (
     ValidationIssues,
 )
 from app.snippets.library import ComposedSnippets
-from app.store.records import JobOutcome
+from app.store.records import SOURCE_COLUMNS, JobOutcome, PendingJob
 from app.store.secrets import KEY_BYTES, ReplayVault
+from app.store.tables import Job
 from app.tracking import RenderedFrom, build_provenance
 
 EMAIL = "jane.doe@example.com"
@@ -172,3 +175,16 @@ def test_an_escaped_typed_column_stays_typed_and_survives_the_spool_round_trip()
 def test_stored_params_name_every_parameter_the_record_reads_back() -> None:
     names = set(get_type_hints(StoredParams))
     assert names == set(RecordedParams.model_fields) == set(ModelParams.model_fields)
+
+
+def test_the_rows_written_and_the_record_read_back_name_the_same_columns() -> None:
+    """The table is the columns' home: what the trail writes (a pending record, then one outcome)
+    covers every column, and the API's JobRecord reads each back (replay inputs only as
+    `replay_available`)."""
+    columns = {column.name for column in Job.__table__.columns}
+    written = {f.name for f in dataclasses.fields(PendingJob)} | {
+        f.name for f in dataclasses.fields(JobOutcome)
+    }
+    assert written == columns
+    assert set(JobRecord.model_fields) == columns - {"replay_inputs"} | {"replay_available"}
+    assert set(SOURCE_COLUMNS) <= columns
