@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Self
 
@@ -27,30 +27,25 @@ SourceKind = Literal["pattern", "template", "fallback"]
 OutcomeStatus = Literal["completed", "cached", "failed", "cancelled"]
 
 
-def _models(
-    kind: type[BaseModel], *, mode: Literal["python", "json"] = "python"
-) -> tuple[Callable[[Sequence[BaseModel]], list[Any]], Callable[[list[Any]], tuple[Any, ...]]]:
-    """How a JSON column of `kind` models is written (dumped in `mode`) and read back.
+@dataclass(frozen=True, slots=True)
+class _Models:
+    """A JSON column that holds a list of `kind` models: how it is written and read back.
 
-    Read back unvalidated: the values were valid when built, and an escaped text (a NUL stored
-    as `\\u0000`) may no longer match a pattern the model checks on input.
+    Read back unvalidated unless `nested` (models inside models): the values were valid when
+    built, and an escaped text (a NUL stored as `\\u0000`) may no longer match an input pattern.
     """
 
-    def dump(values: Sequence[BaseModel]) -> list[Any]:
-        return [value.model_dump(mode=mode) for value in values]
+    kind: type[BaseModel]
+    mode: Literal["python", "json"] = "python"  # as the column was dumped before it was typed
+    nested: bool = False
 
-    def load(values: list[Any]) -> tuple[Any, ...]:
-        return tuple(kind.model_construct(**value) for value in values)
+    def dump(self, values: Sequence[BaseModel]) -> list[Any]:
+        return [value.model_dump(mode=self.mode) for value in values]
 
-    return dump, load
-
-
-def _load_attempts(values: list[Any]) -> tuple[StructuredAttempt, ...]:
-    """Validated, as their issues nest models (a rare path: an escaped or spooled outcome)."""
-    return tuple(StructuredAttempt.model_validate(value) for value in values)
-
-
-_Codec = tuple[Callable[[Any], Any], Callable[[Any], Any]]
+    def load(self, values: list[Any]) -> tuple[Any, ...]:
+        if self.nested:
+            return tuple(self.kind.model_validate(value) for value in values)
+        return tuple(self.kind.model_construct(**value) for value in values)
 
 
 class _Row:
@@ -58,22 +53,22 @@ class _Row:
 
     __slots__ = ()
     escaped_fields: tuple[str, ...] | None
-    _CODECS: ClassVar[Mapping[str, _Codec]] = {}  # typed JSON columns: (dump, load)
+    _TYPED: ClassVar[Mapping[str, _Models]] = {}  # the JSON columns that hold typed values
 
     def as_row(self) -> dict[str, Any]:
         """Column name → value; no deep copy (the values are never mutated afterwards)."""
         row = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}  # type: ignore[arg-type]
-        for name, (dump, _) in self._CODECS.items():
+        for name, models in self._TYPED.items():
             if row[name] is not None:
-                row[name] = dump(row[name])
+                row[name] = models.dump(row[name])
         row["escaped_fields"] = list(self.escaped_fields) if self.escaped_fields else None
         return row
 
     @classmethod
     def _loaded(cls, name: str, value: Any) -> Any:
         """A column's value as the field holds it (typed JSON columns read back)."""
-        codec = cls._CODECS.get(name)
-        return value if codec is None or value is None else codec[1](value)
+        models = cls._TYPED.get(name)
+        return value if models is None or value is None else models.load(value)
 
     def made_storable(self, *, also_escaped: Iterable[str] = ()) -> Self:
         """A copy every backend accepts (NUL and lone surrogates escaped), listing what was."""
@@ -114,10 +109,10 @@ class PendingJob(_Row):
 
 
 _FALLBACK_ONLY = ("provider", "model", "prompt_redacted")
-_OUTCOME_CODECS: Mapping[str, _Codec] = {
-    "response_tool_calls": _models(ToolCall, mode="json"),
-    "attempts": _models(CallAttempt),
-    "output_attempts": (_models(StructuredAttempt)[0], _load_attempts),
+_OUTCOME_TYPED: Mapping[str, _Models] = {
+    "response_tool_calls": _Models(ToolCall, mode="json"),
+    "attempts": _Models(CallAttempt),
+    "output_attempts": _Models(StructuredAttempt, nested=True),
 }
 
 
@@ -150,7 +145,7 @@ class JobOutcome(_Row):
     model: str | None = None
     prompt_redacted: dict[str, Any] | None = None
 
-    _CODECS: ClassVar[Mapping[str, _Codec]] = _OUTCOME_CODECS
+    _TYPED: ClassVar[Mapping[str, _Models]] = _OUTCOME_TYPED
 
     def as_row(self) -> dict[str, Any]:
         """Like every row, but the fallback-only columns are left out when unset, so a bulk
