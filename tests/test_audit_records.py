@@ -188,3 +188,17 @@ def test_the_rows_written_and_the_record_read_back_name_the_same_columns() -> No
     assert written == columns
     assert set(JobRecord.model_fields) == columns - {"replay_inputs"} | {"replay_available"}
     assert set(SOURCE_COLUMNS) <= columns
+
+
+def test_a_typed_value_is_scanned_in_place_and_escaped_even_when_nested() -> None:
+    """A NUL inside a try's issues (a model inside a model) is found without dumping the
+    record, escaped, and read back typed; a clean typed value is kept as it was (no copy)."""
+    tries = [Attempt(1, False, ValidationIssues(unknown=["$.k\x00ey"]), "x")]
+    upstream = CallAttempt(provider="openai", model="m", outcome="completed", duration_ms=1.0)
+    run = CallRun(1.0, calls=[upstream], output_attempts=tries)
+    outcome = RecordBuilder(REDACTOR, None).completed(OpenJob("j1", {}), reply(text="ok"), run)
+    stored = outcome.made_storable()
+    assert stored.escaped_fields == ("output_attempts",)
+    assert stored.output_attempts is not None
+    assert stored.output_attempts[0].issues.unknown == ["$.k\\u0000ey"]
+    assert stored.attempts is outcome.attempts

@@ -58,7 +58,7 @@ class _Row:
     def as_row(self) -> dict[str, Any]:
         """Column name → value; no deep copy (the values are never mutated afterwards)."""
         row = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}  # type: ignore[arg-type]
-        for name, models in self._TYPED.items():
+        for name, models in self._TYPED.items():  # none on the pending record's hot path
             if row[name] is not None:
                 row[name] = models.dump(row[name])
         row["escaped_fields"] = list(self.escaped_fields) if self.escaped_fields else None
@@ -71,13 +71,18 @@ class _Row:
         return value if models is None or value is None else models.load(value)
 
     def made_storable(self, *, also_escaped: Iterable[str] = ()) -> Self:
-        """A copy every backend accepts (NUL and lone surrogates escaped), listing what was."""
-        values = self.as_row()
+        """A copy every backend accepts (NUL and lone surrogates escaped), listing what was.
+
+        Typed values are scanned as they are: only one that needs escaping is dumped (and read
+        back), so a clean record is never dumped twice.
+        """
+        values = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}  # type: ignore[arg-type]
         del values["escaped_fields"]
         stored, escaped = storable(values)
-        changed = {name: self._loaded(name, stored[name]) for name in escaped}
+        for name in escaped:  # a typed value escaped comes back as JSON: typed again
+            stored[name] = self._loaded(name, stored[name])
         merged = tuple(sorted({*also_escaped, *escaped}))
-        return dataclasses.replace(self, **changed, escaped_fields=merged or None)  # type: ignore[type-var]
+        return dataclasses.replace(self, **stored, escaped_fields=merged or None)  # type: ignore[type-var]
 
 
 @dataclass(frozen=True, slots=True)
