@@ -442,13 +442,11 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
         audit=store.audit, metrics=metrics, cache=cache, prices=PriceTable.load(settings.prices)
     )
     replayer = Replayer(
-        jobs=store.jobs,
-        writer=store.writer,
+        reader=store.audit.reader,
         preparer=preparer,
         patterns=catalog.patterns,
         templates=catalog.templates,
         redactor=keys.redactor,
-        vault=keys.vault,
         metrics=metrics,
     )
     return Runtime(

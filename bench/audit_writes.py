@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.audit.records import redact_prompt
 from app.audit.redaction import Redactor
-from app.audit.trail import AuditTrail, OpenJob, redact_prompt
+from app.audit.trail import AuditTrail, CallRun, OpenJob
 from app.config import AuditSettings, Settings
 from app.pipeline.prepare import Prepared as PreparedPrompt
 from app.providers import ProviderReply
@@ -241,7 +242,7 @@ async def run_backend(
         completing = []
         for job, p in same_jobs + fresh_jobs:
             started = time.perf_counter()
-            await trail.completed(job, reply_for(p), latency_ms=3.2, upstream_ms=1.1)
+            await trail.completed(job, reply_for(p), CallRun(latency_ms=3.2, upstream_ms=1.1))
             completing.append(time.perf_counter() - started)
         batched, single = collector.collected[:n], collector.collected[n:]
 

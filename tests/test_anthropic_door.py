@@ -205,7 +205,7 @@ def sse_events(body: str) -> list[tuple[str, dict[str, Any]]]:
 async def the_one_record(door: Door, job_id: str, provenance: dict[str, Any]) -> dict[str, Any]:
     """The completion's audit record, after checking it is the only one and that the answer's
     provenance proves what it recorded."""
-    recorded = await door.audit.recent(limit=10)
+    recorded = await door.audit.reader.recent(limit=10)
     assert [job.id for job in recorded] == [job_id]
     reply = await door.admin.get(f"/v1/jobs/{job_id}")
     assert reply.status_code == 200, reply.text
@@ -218,7 +218,7 @@ async def the_one_record(door: Door, job_id: str, provenance: dict[str, Any]) ->
 
 
 async def no_record(door: Door) -> None:
-    assert await door.audit.recent(limit=10) == []
+    assert await door.audit.reader.recent(limit=10) == []
 
 
 def error_of(raised: pytest.ExceptionInfo[anthropic.APIStatusError]) -> dict[str, Any]:
@@ -365,7 +365,7 @@ async def test_usage_counts_cache_reads_beside_input_tokens_as_anthropic_does(
 
     assert message.usage.input_tokens == input_tokens
     assert message.usage.cache_read_input_tokens == 5
-    (job,) = await door.audit.recent(limit=10)
+    (job,) = await door.audit.reader.recent(limit=10)
     assert (job.input_tokens, job.cached_input_tokens) == (input_tokens + 5, 5)
 
 
@@ -411,7 +411,7 @@ async def test_finish_reasons_come_back_as_anthropic_stop_reasons(
 
     assert (message.stop_reason, final.stop_reason) == (expected, expected)
     assert texts(final) == ["cut"]
-    assert len(await door.audit.recent(limit=10)) == 2  # one record per completion
+    assert len(await door.audit.reader.recent(limit=10)) == 2  # one record per completion
 
 
 @pytest.mark.parametrize(
@@ -515,7 +515,7 @@ async def test_a_streamed_answer_from_the_cache_replays_its_blocks_as_events(
     assert gateway["provenance"] == extra(first)["provenance"]
     record = (await door.admin.get(f"/v1/jobs/{gateway['job_id']}")).json()
     assert record["status"] == "cached"
-    assert len(await door.audit.recent(limit=10)) == 2  # one record per completion
+    assert len(await door.audit.reader.recent(limit=10)) == 2  # one record per completion
 
 
 # --- tools -----------------------------------------------------------------------------------
@@ -626,7 +626,7 @@ async def test_streamed_tool_input_arrives_as_input_json_deltas_the_sdk_assemble
     assert final_delta(events).delta.stop_reason == "tool_use"
     first = (await door.admin.get(f"/v1/jobs/{gateway['job_id']}")).json()
     assert [c["id"] for c in first["response_tool_calls"]] == [use.id for use in uses]
-    assert len(await door.audit.recent(limit=10)) == 2  # one record per completion
+    assert len(await door.audit.reader.recent(limit=10)) == 2  # one record per completion
 
 
 # A second turn: the assistant's calls, then the results (one an error), in Anthropic's shape.
@@ -1183,7 +1183,7 @@ async def test_a_model_the_provider_does_not_know_is_a_not_found_error(
 
     error = error_of(raised)
     assert (error["type"], error["gateway_type"]) == ("not_found_error", "upstream_rejected")
-    (job,) = await door.audit.recent(limit=10)
+    (job,) = await door.audit.reader.recent(limit=10)
     assert (job.id, job.status) == (error["job_id"], "failed")
 
 
@@ -1380,7 +1380,7 @@ async def test_an_upstream_rate_limit_is_a_rate_limit_error_and_a_failed_record(
 
     error = error_of(raised)
     assert (error["type"], error["gateway_type"]) == ("rate_limit_error", "rate_limited")
-    (job,) = await door.audit.recent(limit=10)
+    (job,) = await door.audit.reader.recent(limit=10)
     assert error["job_id"] == job.id
     assert (job.status, job.error_type) == ("failed", "rate_limited")
 
@@ -1411,7 +1411,7 @@ async def test_a_failure_mid_stream_raises_in_the_sdk_and_the_job_is_failed(
     assert raised.value.status_code == 200  # the status was sent before the failure
     error = error_of(raised)
     assert (error["type"], error["gateway_type"]) == ("api_error", gateway_type)
-    (job,) = await door.audit.recent(limit=10)
+    (job,) = await door.audit.reader.recent(limit=10)
     assert error["job_id"] == job.id
     assert (job.status, job.error_type) == ("failed", gateway_type)
 

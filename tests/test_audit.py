@@ -18,7 +18,7 @@ from starlette.types import Message
 from structlog.testing import capture_logs
 
 from app.audit.redaction import Redactor
-from app.audit.trail import AuditTrail, OpenJob
+from app.audit.trail import AuditTrail, CallRun, OpenJob
 from app.config import AuditSettings
 from app.prompts.structured import Attempt
 from app.providers import ProviderReply
@@ -495,11 +495,10 @@ async def test_every_field_of_a_completion_is_made_storable_lone_surrogates_incl
         usage=Usage(input_tokens=1, output_tokens=2, total_tokens=3),
     )
     attempts = [Attempt(1, False, ValidationIssues(unknown=["$.k\x00ey"]), "x\udc00")]
-    await trail.completed(
-        OpenJob("j1", {}), reply, latency_ms=1.0, upstream_ms=0.5, output_attempts=attempts
-    )
+    run = CallRun(latency_ms=1.0, upstream_ms=0.5, output_attempts=attempts)
+    await trail.completed(OpenJob("j1", {}), reply, run)
     try:
-        record = await trail.get("j1")
+        record = await trail.reader.get("j1")
     finally:
         await writer.aclose()
         await database.aclose()

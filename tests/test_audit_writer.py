@@ -18,6 +18,7 @@ from sqlalchemy.exc import DataError, OperationalError
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.errors import StoreUnavailable
+from app.schemas import CallAttempt
 from app.store.db import Database
 from app.store.jobs import JobRepository
 from app.store.records import JobOutcome, PendingJob
@@ -115,7 +116,8 @@ def _pending_row(job_id: str, created_at: dt.datetime | None = None, **fields: A
 
 
 def _completion(job_id: str, text: str) -> JobOutcome:
-    return _outcome(job_id, response_redacted=text, attempts=[{"attempt": 1, "response": text}])
+    call = CallAttempt(provider="openai", model=text, outcome="completed", duration_ms=1.0)
+    return _outcome(job_id, response_redacted=text, attempts=(call,))
 
 
 @contextlib.asynccontextmanager

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from app.catalog import PatternCatalog
 from app.schemas import Provenance
 from app.tracking import (
+    RenderedFrom,
     build_provenance,
     canonical_json,
     pattern_content_hash,
@@ -247,10 +248,12 @@ def provenance_for(
     rendered = adapter.apply_template("greet", variables)
     pattern = rendered.pattern
     return build_provenance(
-        pattern_name=pattern.name,
-        pattern_base_path=pattern.base_path,
-        pattern_content_hash=pattern.content_hash,
-        variables=rendered.variables,
+        RenderedFrom(
+            name=pattern.name,
+            base_path=pattern.base_path,
+            content_hash=pattern.content_hash,
+            variables=rendered.variables,
+        ),
         user_prompt=user_prompt,
         provider="openai",
         model="gpt-4o-mini",
@@ -324,10 +327,7 @@ def test_provenance_fingerprints_effective_variables_with_defaults_merged(tmp_pa
 
 def test_provenance_is_frozen() -> None:
     prov = build_provenance(
-        pattern_name="p",
-        pattern_base_path="patterns",
-        pattern_content_hash=sha256_hex(b"x"),
-        variables={},
+        RenderedFrom(name="p", base_path="patterns", content_hash=sha256_hex(b"x"), variables={}),
         user_prompt="",
         provider="openai",
         model="m",

@@ -789,7 +789,7 @@ async def test_every_request_that_reaches_a_provider_has_exactly_one_audit_recor
     with pytest.raises(openai.BadRequestError):  # refused at the door: never reaches one
         await gateway.sdk.chat.completions.create(model="gpt-4o-mini", messages=QUESTION, n=3)
 
-    jobs = await gateway.audit.recent(limit=50)
+    jobs = await gateway.audit.reader.recent(limit=50)
     assert len(fake.requests) == len(jobs) == 3
     assert sorted(job.status for job in jobs) == ["completed", "completed", "failed"]
 

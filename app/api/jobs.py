@@ -22,7 +22,7 @@ router = APIRouter(
     responses=error_responses(404),
 )
 async def get_job(job_id: JobIdPath, trail: AuditTrailDep) -> JobRecord:
-    return await trail.get(job_id)
+    return await trail.reader.get(job_id)
 
 
 @router.post(

@@ -25,7 +25,7 @@ from app.schemas import (
     RenderResult,
     Usage,
 )
-from app.tracking import build_provenance
+from app.tracking import RenderedFrom, build_provenance
 
 _JOB_ID = "3f2b8c1e9a7d4b6c8e0f1a2b3c4d5e6f"
 _REQUEST_ID = "a1b2c3d4e5f60718293a4b5c6d7e8f90"
@@ -48,10 +48,12 @@ _CHOICE = ModelChoice(
     reason="the request names the model",
 )
 _PROVENANCE = build_provenance(
-    pattern_name="summarize",
-    pattern_base_path="patterns",
-    pattern_content_hash="sha256:" + "5d41402abc4b2a76b9719d911017c592" * 2,
-    variables=_VARIABLES,
+    RenderedFrom(
+        name="summarize",
+        base_path="patterns",
+        content_hash="sha256:" + "5d41402abc4b2a76b9719d911017c592" * 2,
+        variables=_VARIABLES,
+    ),
     user_prompt=_USER_PROMPT,
     provider="openai",
     model="gpt-4o-mini",

@@ -7,12 +7,13 @@ from typing import Any
 
 import structlog
 
+from app.audit.reader import JobReader
+from app.audit.records import redact_prompt
 from app.audit.redaction import Redactor
-from app.audit.trail import redact_prompt
 from app.catalog import PatternCatalog
 from app.catalog.chat import CHAT_BASE_PATH, CHAT_HASHES
 from app.catalog.templates import FALLBACK_SHA256
-from app.errors import GenAIError, JobNotFound, ReplayUnavailable
+from app.errors import GenAIError
 from app.observability.metrics import Metrics
 from app.pipeline.prepare import PromptPreparer
 from app.schemas import (
@@ -24,11 +25,8 @@ from app.schemas import (
     ReplayResult,
     TemplateRef,
 )
-from app.store.jobs import JobRepository
 from app.store.records import SourceUse, StoredJob
-from app.store.secrets import ReplayVault, VaultError
 from app.store.templates import TemplateRepository
-from app.store.writer import AuditWriter
 from app.tracking import (
     canonical_json,
     continuation_hash,
@@ -51,30 +49,19 @@ class Replayer:
     def __init__(
         self,
         *,
-        jobs: JobRepository,
-        writer: AuditWriter,
+        reader: JobReader,
         preparer: PromptPreparer,
         patterns: PatternCatalog,
         templates: TemplateRepository,
         redactor: Redactor,
-        vault: ReplayVault | None,
         metrics: Metrics,
     ) -> None:
-        self.jobs = jobs
-        self.writer = writer
+        self.reader = reader
         self.preparer = preparer
         self.patterns = patterns
         self.templates = templates
         self.redactor = redactor
-        self.vault = vault
         self.metrics = metrics
-
-    async def _job(self, job_id: str) -> StoredJob:
-        await self.writer.catch_up()
-        job = await self.jobs.get(job_id)
-        if job is None:
-            raise JobNotFound(job_id)
-        return job
 
     async def _see_files_now(self) -> None:
         """Re-scan pattern files once (off the event loop) before comparing against them."""
@@ -126,10 +113,9 @@ class Replayer:
 
     async def drift_report(self, *, limit: int = 1000) -> DriftReport:
         """Check each distinct source used by the newest `limit` jobs."""
-        await self.writer.catch_up()
         await self._see_files_now()
         findings = []
-        sources = await self.jobs.sources(limit)
+        sources = await self.reader.sources(limit)
         for use in sources:
             finding = await self._drift(use)
             if finding is not None:
@@ -162,16 +148,8 @@ class Replayer:
         The prompt comes back redacted, as it is stored; only `reveal` returns it raw, and every
         reveal is logged (with the caller's key id) and counted.
         """
-        job = await self._job(job_id)
-        if job.replay_inputs is None or self.vault is None:
-            raise ReplayUnavailable(
-                f"Job {job_id} cannot be replayed: its inputs were not kept "
-                "(GENAI_AUDIT__STORE_REPLAY_INPUTS is off)."
-            )
-        try:
-            inputs = self.vault.open(job.id, job.replay_inputs)
-        except VaultError as exc:
-            raise ReplayUnavailable(f"Job {job_id} cannot be replayed: {exc}.") from None
+        job = await self.reader.stored(job_id)
+        inputs = self.reader.replay_inputs(job)
         prompt: RenderedPrompt | None = None
         rebuilt_prompt_hash = None
         await self._see_files_now()

@@ -75,7 +75,7 @@ def jobs_list(
     """The newest jobs, one line each (the id is what `jobs show` and `jobs replay` take)."""
 
     async def work(runtime: Runtime) -> list[JobRecord]:
-        return await runtime.audit.recent(limit=limit, status=status, source_name=pattern)
+        return await runtime.audit.reader.recent(limit=limit, status=status, source_name=pattern)
 
     jobs = run(work, _existing_store())
     for job in jobs:
@@ -89,7 +89,7 @@ def jobs_show(job_id: Annotated[str, typer.Argument(help="The envelope's `job_id
     """One job's stored (redacted) record as JSON, as `GET /v1/jobs/{job_id}` answers it."""
 
     async def work(runtime: Runtime) -> JobRecord:
-        return await runtime.audit.get(job_id)
+        return await runtime.audit.reader.get(job_id)
 
     typer.echo(run(work, _existing_store()).model_dump_json(indent=2))
 

@@ -35,7 +35,7 @@ from app.schemas import (
 )
 from app.schemas.conversation import conversation_problems, is_data_image
 from app.snippets import ComposedSnippets, SnippetLibrary
-from app.tracking import build_provenance
+from app.tracking import RenderedFrom, build_provenance
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,10 +245,9 @@ class PromptPreparer:
             native_structured_output=native,
         )
         provenance = build_provenance(
-            pattern_name=source.provenance_name,
-            pattern_base_path=source.base_path,
-            pattern_content_hash=source.content_hash,
-            variables=source.variables,
+            RenderedFrom(
+                source.provenance_name, source.base_path, source.content_hash, source.variables
+            ),
             user_prompt=request.user_prompt,
             provider=choice.provider,
             model=choice.name,

@@ -75,6 +75,7 @@ from app.schemas.jobs import (
     RecordedPrompt,
     ReplayResult,
     SourceKind,
+    StoredParams,
     StructuredAttempt,
 )
 from app.schemas.requests import (
@@ -149,6 +150,7 @@ __all__ = [
     "Snippet",
     "SnippetIn",
     "SourceKind",
+    "StoredParams",
     "StructuredAttempt",
     "StructuredOutcome",
     "TemplateCreate",

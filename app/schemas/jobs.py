@@ -4,7 +4,7 @@ and the drift report."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from typing import Literal, TypedDict
 
 from pydantic import ConfigDict, Field
 
@@ -37,6 +37,25 @@ class RecordedParams(FrozenModel):
     verbosity: str | None = Field(default=None, exclude_if=is_unset)
     thinking: str | None = Field(default=None, exclude_if=is_unset)
     thinking_budget: int | None = Field(default=None, exclude_if=is_unset)
+
+
+class StoredParams(TypedDict, total=False):
+    """ModelParams as the pending record writes them: only those set, strings redacted. A typed
+    JSON document rather than a model, as it is built on every request (no validation, no copy);
+    `RecordedParams` reads it back, and a test keeps the two in step."""
+
+    temperature: float
+    max_tokens: int
+    top_p: float
+    stop: list[str]
+    seed: int
+    presence_penalty: float
+    frequency_penalty: float
+    logit_bias: dict[str, int]
+    reasoning_effort: str
+    verbosity: str
+    thinking: str
+    thinking_budget: int
 
 
 class RecordedPrompt(FrozenModel):

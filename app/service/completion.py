@@ -15,7 +15,7 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from app.audit.trail import AuditTrail, OpenJob
+from app.audit.trail import AuditTrail, CallRun, OpenJob
 from app.cache import CachedAnswer, ResponseCache
 from app.errors import GenAIError
 from app.observability.facts import request_facts
@@ -90,14 +90,8 @@ class Outcomes:
             tool_calls=tuple(hit.tool_calls),
             reasoning=tuple(hit.reasoning),
         )
-        await self.audit.completed(
-            job,
-            reply,
-            latency_ms=elapsed_ms(started),
-            upstream_ms=0.0,
-            cost_usd=0.0,
-            status="cached",
-        )
+        run = CallRun(latency_ms=elapsed_ms(started), upstream_ms=0.0)
+        await self.audit.completed(job, reply, run, cost_usd=0.0, status="cached")
         self.metrics.completions.labels(prepared.choice.provider, "cached").inc()
         # A fallback's answer is never cached, so the hit is the chosen model's own answer.
         answered = Answered(prepared, Answer(reply, hit.parsed, hit.validation))
@@ -236,12 +230,8 @@ class Completion:
         await outcomes.audit.completed(
             self.job,
             reply,
+            self._call_run(upstream_ms, streamed=streamed),
             answered_by=answered.prepared,
-            latency_ms=elapsed_ms(self.started),
-            upstream_ms=upstream_ms,
-            calls=self.run.attempts,
-            output_attempts=self.run.output_attempts,
-            streamed=streamed,
             cost_usd=cost,
         )
         metrics = outcomes.metrics
@@ -266,27 +256,25 @@ class Completion:
         await outcomes.remember(self.key, envelope)
         return envelope
 
-    def cancelled(self, *, reason: str | None = None) -> None:
-        self.outcomes.audit.cancelled(
-            self.job,
+    def _call_run(self, upstream_ms: float | None, *, streamed: bool = False) -> CallRun:
+        """What the upstream run did so far, for the audit record."""
+        return CallRun(
             latency_ms=elapsed_ms(self.started),
+            upstream_ms=upstream_ms,
             calls=self.run.attempts,
             output_attempts=self.run.output_attempts,
-            reason=reason,
+            streamed=streamed,
         )
+
+    def cancelled(self, *, reason: str | None = None) -> None:
+        self.outcomes.audit.cancelled(self.job, self._call_run(None), reason=reason)
         self.outcomes.metrics.completions.labels(self.run.provider, "cancelled").inc()
 
     async def failed(self, exc: GenAIError, *, streamed: bool = False) -> GenAIError:
         """Record the failure; the error to raise is a new one that names the job."""
         upstream_ms = elapsed_ms(self.upstream_started)
         await self.outcomes.audit.failed(
-            self.job,
-            exc,
-            latency_ms=elapsed_ms(self.started),
-            upstream_ms=upstream_ms,
-            calls=self.run.attempts,
-            output_attempts=self.run.output_attempts,
-            streamed=streamed,
+            self.job, exc, self._call_run(upstream_ms, streamed=streamed)
         )
         self.outcomes.metrics.completions.labels(self.run.provider, "failed").inc()
         request_facts().failed(exc.error_type, upstream_ms=upstream_ms)

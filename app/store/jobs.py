@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.store.db import store_seam
 from app.store.lane import PooledLane, WriteLane
-from app.store.records import JobOutcome, PendingJob, SourceUse, StoredJob
+from app.store.records import SOURCE_COLUMNS, JobOutcome, PendingJob, SourceUse, StoredJob
 from app.store.tables import Job
 
 _INSERT_JOB = insert(Job.metadata.tables[Job.__tablename__])
@@ -118,29 +118,13 @@ class JobRepository:
     async def sources(self, limit: int) -> list[SourceUse]:
         """Each distinct source seen in the newest `limit` jobs, with how many of them used it."""
         recent = select(Job).order_by(Job.created_at.desc()).limit(limit).subquery()
-        key = (
-            recent.c.source_kind,
-            recent.c.source_name,
-            recent.c.source_base_path,
-            recent.c.template_id,
-            recent.c.template_version,
-            recent.c.pattern_content_hash,
-        )
+        key = tuple(recent.c[name] for name in SOURCE_COLUMNS)
         query = select(*key, func.count()).group_by(*key).order_by(recent.c.source_name)
         async with self._sessions() as session:
+            rows = await session.execute(query)
             return [
-                SourceUse(
-                    source_kind=kind,
-                    source_name=name,
-                    source_base_path=base_path,
-                    template_id=template_id,
-                    template_version=version,
-                    pattern_content_hash=content_hash,
-                    jobs=count,
-                )
-                for kind, name, base_path, template_id, version, content_hash, count in (
-                    await session.execute(query)
-                )
+                SourceUse(**dict(zip(SOURCE_COLUMNS, row[:-1], strict=True)), jobs=row[-1])
+                for row in rows
             ]
 
 

@@ -1,10 +1,13 @@
 """Outcomes that could not be written at a stop, kept in 0600 JSON-lines files until the next start.
 
-Blocking file I/O: callers run these functions in a worker thread.
+The functions do blocking file I/O; `OutcomeSpool`, the AuditWriter's side of it, runs them in a
+worker thread.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 import json
 import os
@@ -13,9 +16,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from app.store.private import PRIVATE_FILE_MODE, ensure_private_dir
 from app.store.records import JobOutcome
 from app.store.tables import Job, UTCDateTime
+
+# Logged under the writer's name, as before the split: one logger for every audit write.
+log = structlog.get_logger("app.store.writer")
 
 _SPOOL_GLOB = "audit-spool-*.jsonl"
 _DATETIME_COLUMNS = frozenset(
@@ -63,3 +71,45 @@ def read_spool(path: Path) -> list[JobOutcome]:
     """Raises OSError, ValueError or TypeError when the file cannot be read back."""
     text = path.read_text(encoding="utf-8")
     return [_from_json(json.loads(line)) for line in text.splitlines() if line]
+
+
+class OutcomeSpool:
+    """Outcomes kept across a stop while the store is down, in `directory` (None: lost, and
+    logged so). A file restored at start is deleted once its records are written (`forget`)
+    or spooled again."""
+
+    def __init__(self, directory: Path | None) -> None:
+        self._directory = directory
+        self._restored: list[Path] = []  # files whose records are queued, not yet written
+
+    async def save(self, outcomes: list[JobOutcome]) -> None:
+        if self._directory is None:
+            log.error("audit_records_lost", backlog=len(outcomes), reason="no spool directory")
+            return
+        path = await asyncio.to_thread(write_spool, self._directory, outcomes)
+        log.warning("audit_spooled", path=str(path), records=len(outcomes))
+        self.forget()  # their records are in the new file
+
+    async def load(self) -> list[JobOutcome]:
+        """Every outcome an earlier stop spooled; an unreadable file is logged and left."""
+        if self._directory is None:
+            return []
+        loaded: list[JobOutcome] = []
+        for path in await asyncio.to_thread(spool_files, self._directory):
+            try:
+                outcomes = await asyncio.to_thread(read_spool, path)
+            except (OSError, ValueError, TypeError) as exc:
+                log.error("audit_spool_unreadable", path=str(path), error_type=type(exc).__name__)
+                continue
+            loaded.extend(outcomes)
+            self._restored.append(path)
+        if loaded:
+            log.info("audit_spool_restored", records=len(loaded), files=len(self._restored))
+        return loaded
+
+    def forget(self) -> None:
+        """The restored files' records are written: delete the files."""
+        for path in self._restored:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        self._restored = []

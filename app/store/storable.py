@@ -3,15 +3,20 @@
 PostgreSQL refuses NUL in text and JSONB; no UTF-8 driver can encode a lone surrogate (SQLite
 raises, asyncpg raises). Either, in one provider answer, would make a write fail for good, so
 each such character becomes the literal text ``\\uXXXX`` (``a\\x00b`` is stored as ``a\\u0000b``),
-in plain strings, in nested JSON and in dict keys alike. The escape is ambiguous only with text
-that already contained ``\\u0000`` literally, which is why the row lists the escaped fields.
+in plain strings, in nested JSON and in dict keys alike, and in a typed value (a pydantic model
+in a JSON column), which is scanned in place and dumped to JSON only when it needs escaping. The
+escape is ambiguous only with text that already contained ``\\u0000`` literally, which is why
+the row lists the escaped fields.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Mapping
 from typing import Any
+
+from pydantic import BaseModel
 
 _REFUSED = re.compile("[\x00\ud800-\udfff]")
 
@@ -28,6 +33,10 @@ def _needs_escape(value: Any) -> bool:
         return any(_needs_escape(key) or _needs_escape(inner) for key, inner in value.items())
     if isinstance(value, list | tuple):
         return any(_needs_escape(inner) for inner in value)
+    if value is None or isinstance(value, int | float | bytes | dt.datetime):
+        return False  # before the model check, which costs more (pydantic's is an ABC check)
+    if isinstance(value, BaseModel):
+        return _needs_escape(value.__dict__)  # its fields, without dumping it
     return False
 
 
@@ -39,6 +48,8 @@ def _escaped(value: Any) -> Any:
         return {_escaped(key): _escaped(inner) for key, inner in value.items()}
     if isinstance(value, list | tuple):
         return [_escaped(inner) for inner in value]
+    if isinstance(value, BaseModel):
+        return _escaped(value.model_dump())  # a typed value comes back as its JSON
     return value
 
 

@@ -18,9 +18,10 @@ from tenacity.wait import wait_exponential
 
 from app.errors import StoreUnavailable
 from app.store.db import STORAGE_ERRORS, store_unavailable
+from app.store.group_commit import GroupCommit
 from app.store.jobs import JobRepository, record_refused
 from app.store.records import JobOutcome, PendingJob
-from app.store.spool import read_spool, spool_files, write_spool
+from app.store.spool import OutcomeSpool
 
 log = structlog.get_logger(__name__)
 
@@ -29,18 +30,12 @@ FLUSH_BACKOFF = wait_exponential(multiplier=0.05, exp_base=4, max=5.0)
 CLOSE_ATTEMPTS = 4
 """At stop, outcomes are tried this many times; if the store stays down they are spooled."""
 
-_Insert = tuple[PendingJob, "asyncio.Future[None]"]
-
 
 class AuditWriter:
     """Writes job records off the request path, in few transactions.
 
-    Pending records (`insert`): group commit. Every insert that arrives while the previous
-    commit runs (or within `insert_window_seconds`) is written in one transaction, and each
-    caller's future resolves once its row is durable. A batch the store refuses is bisected so
-    one bad row fails only its own request; a store that is down fails every waiting request
-    with StoreUnavailable (the provider is never called for them). Nothing is retried: the
-    caller answers 503 at once.
+    Pending records (`insert`): group commit (group_commit.py), each caller's future resolving
+    once its row is durable, or failing with StoreUnavailable at once (nothing is retried).
 
     Outcomes (`submit`): only enqueue (never await, so safe while a request is cancelled). A
     background task writes what has queued, up to `batch_size` per transaction, at most
@@ -52,7 +47,8 @@ class AuditWriter:
 
     `aclose` never cancels a write mid-transaction: it lets running work finish, commits queued
     inserts, drains outcomes with bounded retries and, if the store is still down, spools them
-    to a 0600 file in the data directory, which `restore_spooled` queues at the next start.
+    to a 0600 file in the data directory (spool.py), which `restore_spooled` queues at the next
+    start.
     """
 
     def __init__(
@@ -68,95 +64,40 @@ class AuditWriter:
         self._jobs = jobs
         self._flush_seconds = flush_seconds
         self._batch_size = batch_size
-        self._insert_window = insert_window_seconds
+        self._inserts = GroupCommit(
+            jobs,
+            batch_size=batch_size,
+            window_seconds=insert_window_seconds,
+            committed=self._committed,
+        )
         self._stuck_after = stuck_after_seconds
-        self._spool_dir = spool_dir
+        self._spool = OutcomeSpool(spool_dir)
         self._pending: dict[str, JobOutcome] = {}
-        self._inserts: list[_Insert] = []
-        self._inserting: set[str] = set()  # queued or in flight, not yet durable
         self._arrived = asyncio.Event()
-        self._insert_arrived = asyncio.Event()
         self._stopping = asyncio.Event()
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
-        self._insert_task: asyncio.Task[None] | None = None
         self._waiting_since: float | None = None  # when the queue last went from empty to not
         self._last_write = time.monotonic()
-        self._restored: list[Path] = []  # spool files whose records are queued, not yet written
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="audit-writer")
-        self._start_inserts()
-
-    def _start_inserts(self) -> None:
-        if self._insert_task is None:
-            self._insert_task = asyncio.create_task(self._run_inserts(), name="audit-inserts")
-
-    # -- pending records: group commit ------------------------------------------------------
+        self._inserts.start()
 
     def insert(self, job: PendingJob) -> asyncio.Future[None]:
         """Queue a pending record for the next group commit; the future resolves once durable
         (or fails with StoreUnavailable)."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if self._stopping.is_set():
-            future.set_exception(
-                StoreUnavailable("The service is stopping; send the request again.")
-            )
-            return future
-        self._start_inserts()
-        self._inserts.append((job, future))
-        self._inserting.add(job.id)
-        self._insert_arrived.set()
-        return future
+        return self._inserts.insert(job)
 
-    async def _run_inserts(self) -> None:
-        while not (self._stopping.is_set() and not self._inserts):
-            if not self._inserts:
-                await self._insert_arrived.wait()
-            self._insert_arrived.clear()
-            if self._insert_window > 0 and not self._stopping.is_set():
-                await asyncio.sleep(self._insert_window)  # let a group gather
-            else:
-                await asyncio.sleep(0)  # requests ready in this turn of the loop join the group
-            while self._inserts:
-                batch = self._inserts[: self._batch_size]
-                del self._inserts[: self._batch_size]
-                await self._commit(batch)
-
-    async def _commit(self, batch: Sequence[_Insert]) -> None:
-        """One transaction for the batch; on refusal, halves until the bad row stands alone."""
-        try:
-            await self._jobs.insert_many([job for job, _ in batch])
-        except Exception as exc:  # every waiting request must hear back, whatever happened
-            if record_refused(exc) and len(batch) > 1:
-                half = len(batch) // 2
-                await self._commit(batch[:half])
-                await self._commit(batch[half:])
-                return
-            log.error(
-                "audit_insert_failed",
-                records=len(batch),
-                refused=record_refused(exc),
-                error_type=type(exc).__name__,
-            )
-            self._resolve(batch, store_unavailable(exc))
-            return
-        self._last_write = time.monotonic()
-        self._resolve(batch, None)
-
-    def _resolve(self, batch: Sequence[_Insert], error: StoreUnavailable | None) -> None:
-        for job, future in batch:
-            self._inserting.discard(job.id)
+    def _committed(self, job_ids: Sequence[str], error: StoreUnavailable | None) -> None:
+        """Inserts ended: outcomes held back behind them may go, or are dropped with them."""
+        if error is None:
+            self._last_write = time.monotonic()
+        for job_id in job_ids:
             if error is not None:
-                self._pending.pop(job.id, None)  # no record exists for an outcome to update
-            elif job.id in self._pending:
+                self._pending.pop(job_id, None)  # no record exists for an outcome to update
+            elif job_id in self._pending:
                 self._arrived.set()  # its outcome was held back behind this insert
-            if future.done():  # the caller was cancelled; the row stands, its outcome says so
-                continue
-            if error is None:
-                future.set_result(None)
-            else:
-                future.set_exception(error)
 
     # -- outcomes: batched, retried, never dropped ------------------------------------------
 
@@ -181,7 +122,7 @@ class AuditWriter:
         return time.monotonic() - idle_since > self._stuck_after
 
     def _writable(self) -> list[str]:
-        ready = (job_id for job_id in self._pending if job_id not in self._inserting)
+        ready = (job_id for job_id in self._pending if not self._inserts.inserting(job_id))
         return [job_id for job_id, _ in zip(ready, range(self._batch_size), strict=False)]
 
     async def flush(self) -> None:
@@ -199,7 +140,7 @@ class AuditWriter:
                     raise
             if not self._pending:
                 self._waiting_since = None
-                self._forget_restored()
+                self._spool.forget()
 
     async def catch_up(self) -> None:
         """Read-your-writes for readers: flush what is queued, shielded so a reader going away
@@ -291,9 +232,8 @@ class AuditWriter:
         """
         self._stopping.set()
         self._arrived.set()
-        self._insert_arrived.set()
-        if self._insert_task is not None:
-            await self._insert_task
+        self._inserts.stop()
+        await self._inserts.wait_closed()
         await asyncio.sleep(0)  # callbacks on resolved inserts run before outcomes are drained
         if self._task is not None:
             await self._task
@@ -307,19 +247,10 @@ class AuditWriter:
             await retrying(self.flush)
         except Exception as exc:
             log.warning("audit_drain_failed", error_type=type(exc).__name__, backlog=self.backlog)
-            await self._spool()
+            if self._pending:
+                await self._spool.save(list(self._pending.values()))
 
     # -- spooling: the queue survives a stop while the store is down ------------------------
-
-    async def _spool(self) -> None:
-        if not self._pending:
-            return
-        if self._spool_dir is None:
-            log.error("audit_records_lost", backlog=self.backlog, reason="no spool directory")
-            return
-        path = await asyncio.to_thread(write_spool, self._spool_dir, list(self._pending.values()))
-        log.warning("audit_spooled", path=str(path), records=self.backlog)
-        self._forget_restored()  # their records are in the new file
 
     async def restore_spooled(self) -> int:
         """Queue records spooled by an earlier stop, then try to write them; returns how many.
@@ -327,30 +258,12 @@ class AuditWriter:
         Call at start-up, before serving. A file is deleted once its records are written (or
         respooled at the next stop); if the store is still down they wait in the queue.
         """
-        spool_dir = self._spool_dir
-        if spool_dir is None:
-            return 0
-        count = 0
-        for path in await asyncio.to_thread(spool_files, spool_dir):
-            try:
-                outcomes = await asyncio.to_thread(read_spool, path)
-            except (OSError, ValueError, TypeError) as exc:
-                log.error("audit_spool_unreadable", path=str(path), error_type=type(exc).__name__)
-                continue
-            for outcome in outcomes:
-                self.submit(outcome)
-            self._restored.append(path)
-            count += len(outcomes)
-        if count:
-            log.info("audit_spool_restored", records=count, files=len(self._restored))
+        outcomes = await self._spool.load()
+        for outcome in outcomes:
+            self.submit(outcome)
+        if outcomes:
             try:
                 await self.flush()
             except Exception as exc:  # the loop retries; the files stay until it succeeds
                 log.warning("audit_spool_not_yet_written", error_type=type(exc).__name__)
-        return count
-
-    def _forget_restored(self) -> None:
-        for path in self._restored:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-        self._restored = []
+        return len(outcomes)

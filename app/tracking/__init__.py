@@ -9,9 +9,10 @@ from app.tracking.fingerprints import (
     user_prompt_hash,
     variables_hash,
 )
-from app.tracking.provenance import build_provenance
+from app.tracking.provenance import RenderedFrom, build_provenance
 
 __all__ = [
+    "RenderedFrom",
     "build_provenance",
     "canonical_json",
     "continuation_hash",

@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from app.schemas import Message, Provenance
 from app.tracking.fingerprints import continuation_hash, user_prompt_hash, variables_hash
 
 
+@dataclass(frozen=True, slots=True)
+class RenderedFrom:
+    """What a prompt was rendered from: the source as provenance names it (pattern file, template
+    version or fallback) and the effective variables (defaults merged), which travel together."""
+
+    name: str
+    base_path: str
+    content_hash: str
+    variables: Mapping[str, Any]
+
+
 def build_provenance(
+    source: RenderedFrom,
     *,
-    pattern_name: str,
-    pattern_base_path: str,
-    pattern_content_hash: str,
-    variables: Mapping[str, Any],
     user_prompt: str,
     provider: str,
     model: str,
@@ -27,10 +36,10 @@ def build_provenance(
     return Provenance(
         schema_version="prov-2" if turns else "prov-1",
         continuation_hash=continuation_hash(turns) if turns else None,
-        pattern_name=pattern_name,
-        pattern_base_path=pattern_base_path,
-        pattern_content_hash=pattern_content_hash,
-        variables_hash=variables_hash(variables),
+        pattern_name=source.name,
+        pattern_base_path=source.base_path,
+        pattern_content_hash=source.content_hash,
+        variables_hash=variables_hash(source.variables),
         user_prompt_hash=user_prompt_hash(user_prompt),
         provider=provider,
         model=model,
