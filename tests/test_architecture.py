@@ -27,7 +27,8 @@ DRAWINGS = (REPO / "docs" / "architecture.md", REPO / "README.md")
 # are independent: they may not import each other either. Each name is a folder of app/ (or one
 # of the four modules at its root), so this list is `ls app/` in layer order.
 LAYERS: list[grimp.Layer] = [
-    grimp.Layer("main", "cli"),  # entry points: the ASGI factory | the `genai` command
+    grimp.Layer("cli"),  # the `genai` command; `genai serve` hands its app factory what it read
+    grimp.Layer("main"),  # the ASGI app factory
     # HTTP plumbing around the routes: request context, shedding, authentication, the body
     # limit, and uvicorn's protocol bounding a request's head.
     grimp.Layer("middleware"),
