@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -14,6 +16,11 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.auth import keys
+from app.auth.authenticator import Authenticator
+from app.auth.keys import Scope
+from app.errors import Unauthenticated
+from app.store.db import Database
+from app.store.keys import ApiKeyRepository
 from app.store.tables import ApiKey
 from tests.fakes.provider_server import FakeProviderServer
 from tests.support import run_cli as run
@@ -193,3 +200,40 @@ def test_cli_rejects_an_unknown_scope(cli_env: Callable[..., None], tmp_path: Pa
     result = run("keys", "create", "--scope", "root")
     assert result.exit_code == 2
     assert not os.path.exists(tmp_path / "data" / "genai.db")  # nothing was made
+
+
+async def test_concurrent_requests_with_an_uncached_key_share_one_lookup(
+    database: Database,
+) -> None:
+    """When a busy key's cache entry expires, its requests must not each take a database
+    connection: one lookup is shared, a caller that goes away does not cancel it, and a
+    refusal reaches every caller."""
+    repository = ApiKeyRepository(database.sessions)
+    authenticator = Authenticator(repository, b"s" * 32, cache_seconds=60, disabled=False)
+    created = await authenticator.create(scope=Scope.complete, name="busy")
+    lookups = 0
+    find = repository.find
+
+    async def counted(key_id: str) -> Any:
+        nonlocal lookups
+        lookups += 1
+        await asyncio.sleep(0.05)  # every caller arrives while the first lookup runs
+        return await find(key_id)
+
+    repository.find = counted  # type: ignore[method-assign]
+    header = f"Bearer {created.key}"
+    leaving = asyncio.create_task(authenticator.authenticate(header))
+    callers = [asyncio.create_task(authenticator.authenticate(header)) for _ in range(200)]
+    await asyncio.sleep(0.01)
+    leaving.cancel()
+    principals = await asyncio.gather(*callers)
+    assert lookups == 1
+    assert {p.key_id for p in principals} == {created.id}
+    assert leaving.cancelled()
+
+    wrong = "Bearer " + created.key[:-4] + ("aaaa" if not created.key.endswith("aaaa") else "bbbb")
+    refusals = await asyncio.gather(
+        *(authenticator.authenticate(wrong) for _ in range(50)), return_exceptions=True
+    )
+    assert lookups == 2
+    assert all(isinstance(r, Unauthenticated) for r in refusals)

@@ -2,13 +2,18 @@
 
 A verified key is trusted for `cache_seconds` (one dict lookup per request instead of a database
 round trip); revoking through the API forgets it at once in this process, other processes stop
-accepting it within `cache_seconds`. Last-use times are gathered in memory and written in the
-background, so authentication never writes on the request path.
+accepting it within `cache_seconds`. Concurrent requests with a key that is not cached share one
+lookup: when the cache entry of a busy key expires, hundreds of requests at once must not each
+take a database connection (they emptied the pool and were answered 503 `store_unavailable`).
+Last-use times are gathered in memory and written in the background, so authentication never
+writes on the request path.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import functools
 import hashlib
 import time
 from dataclasses import dataclass
@@ -53,6 +58,7 @@ class Authenticator:
         self._secret = server_secret
         self._cache_seconds = cache_seconds
         self._verified: dict[str, tuple[Principal, float]] = {}
+        self._verifying: dict[str, asyncio.Task[Principal]] = {}  # lookups in flight, shared
         self._last_used: dict[str, dt.datetime] = {}
 
     @staticmethod
@@ -94,11 +100,23 @@ class Authenticator:
         cached = self._verified.get(fingerprint)
         if cached is not None and cached[1] > time.monotonic():
             return cached[0]
-        principal = await self._verify(text)
+        verifying = self._verifying.get(fingerprint)
+        if verifying is None:
+            verifying = asyncio.ensure_future(self._verify(text))
+            self._verifying[fingerprint] = verifying
+            verifying.add_done_callback(functools.partial(self._verified_one, fingerprint))
+        # Shielded: one caller going away does not cancel the lookup the others wait for.
+        return await asyncio.shield(verifying)
+
+    def _verified_one(self, fingerprint: str, verifying: asyncio.Task[Principal]) -> None:
+        """A shared lookup ended: cache what it found (its error is read here, so one nobody
+        awaits any more is not reported as never retrieved)."""
+        self._verifying.pop(fingerprint, None)
+        if verifying.cancelled() or verifying.exception() is not None:
+            return
         if len(self._verified) >= _MAX_CACHED:
             self._verified.clear()
-        self._verified[fingerprint] = (principal, time.monotonic() + self._cache_seconds)
-        return principal
+        self._verified[fingerprint] = (verifying.result(), time.monotonic() + self._cache_seconds)
 
     async def _verify(self, text: str) -> Principal:
         refused = Unauthenticated("The API key is not valid (unknown, malformed or revoked).")
