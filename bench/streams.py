@@ -43,7 +43,7 @@ def _with(body: bytes, **fields: Any) -> bytes:
 BASELINE = routes.Route(
     "stream",
     "/v1/chat/stream",
-    _with(routes.chat_body(tools=False, model=catalog.MODEL_NAME)),
+    routes.chat_body(tools=False, model=catalog.MODEL_NAME),
     "the plain conversation, relayed as the SDK streams it",
 )
 BASELINE_NAME = "baseline-stream"
