@@ -58,6 +58,8 @@ async def test_completion_envelope_holds_exactly_what_was_sent_upstream(
         "total_tokens": 18,
         "cached_input_tokens": None,
         "reasoning_tokens": None,
+        "cache_write_tokens": None,
+        "cache_write_1h_tokens": None,
     }
     prov = envelope["provenance"]
     assert prov["schema_version"] == "prov-1"

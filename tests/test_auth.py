@@ -90,7 +90,10 @@ async def test_listing_keys_never_shows_a_key_or_its_digest(client: httpx.AsyncC
     assert listing.status_code == 200
     assert made["key"] not in listing.text
     entry = next(k for k in listing.json()["keys"] if k["id"] == made["id"])
-    assert set(entry) == {"id", "name", "scope", "created_at", "last_used_at", "revoked_at"}
+    assert set(entry) == {
+        *("id", "name", "scope", "created_at", "last_used_at", "revoked_at", "expires_at"),
+        *("team", "budgets", "rpm", "tpm", "allowed_models", "allowed_patterns"),
+    }
 
 
 async def test_a_revoked_key_stops_working_at_once(client: httpx.AsyncClient) -> None:

@@ -17,8 +17,9 @@ from app.api.disconnect import cancel_on_disconnect
 from app.api.sse import EventStreamResponse, Frames
 from app.audit.replay import Replayer
 from app.audit.trail import AuditTrail
-from app.auth.authenticator import Authenticator, Principal
+from app.auth.authenticator import Authenticator
 from app.auth.keys import Scope
+from app.auth.principal import Principal
 from app.catalog import PatternCatalog
 from app.catalog.renderer import TemplateRenderer
 from app.config import Settings
@@ -118,10 +119,10 @@ async def get_audit_backlog(request: Request) -> AuditBacklog:
     return _runtime(request).writer
 
 
-async def get_caller_key(request: Request) -> str | None:
-    """The calling API key's public id (None with auth disabled); set by the scope check."""
+async def get_caller(request: Request) -> Principal | None:
+    """The calling key (its limits with it); set by the scope check."""
     principal = request.scope.get("state", {}).get("principal")
-    return principal.key_id if isinstance(principal, Principal) else None
+    return principal if isinstance(principal, Principal) else None
 
 
 async def get_request_id(request: Request) -> str | None:
@@ -137,7 +138,7 @@ class Completer:
     request: Request
     request_id: str
     deadline_ms: int | None
-    caller_key: str | None
+    caller: Principal | None
     send_timeout: float  # one send of a stream, waiting on a client that stopped reading
 
     async def complete(self, render: RenderRequest) -> CompletionEnvelope:
@@ -147,7 +148,7 @@ class Completer:
                 render,
                 request_id=self.request_id,
                 deadline_ms=self.deadline_ms,
-                caller_key=self.caller_key,
+                caller=self.caller,
             ),
         )
 
@@ -167,7 +168,7 @@ class Completer:
                 render,
                 request_id=self.request_id,
                 deadline_ms=self.deadline_ms,
-                caller_key=self.caller_key,
+                caller=self.caller,
             ),
         )
         return EventStreamResponse(
@@ -196,7 +197,7 @@ CatalogDep = Annotated[PatternCatalog, Depends(get_catalog)]
 TemplatesDep = Annotated[TemplateRepository, Depends(get_templates)]
 SnippetsDep = Annotated[SnippetLibrary, Depends(get_snippets)]
 RequestIdDep = Annotated[str | None, Depends(get_request_id)]
-CallerKeyDep = Annotated[str | None, Depends(get_caller_key)]
+CallerDep = Annotated[Principal | None, Depends(get_caller)]
 AuthenticatorDep = Annotated[Authenticator, Depends(get_authenticator)]
 RendererDep = Annotated[TemplateRenderer, Depends(get_renderer)]
 ReadinessDep = Annotated[Readiness, Depends(get_readiness)]
@@ -213,7 +214,7 @@ async def get_completer(
     service: ServiceDep,
     settings: SettingsDep,
     request_id: RequestIdDep,
-    caller_key: CallerKeyDep,
+    caller: CallerDep,
     deadline_ms: DeadlineDep = None,
 ) -> Completer:
     return Completer(
@@ -221,7 +222,7 @@ async def get_completer(
         request,
         request_id or uuid.uuid4().hex,
         deadline_ms,
-        caller_key,
+        caller,
         settings.request.stream_send_timeout_seconds,
     )
 

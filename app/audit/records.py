@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from sqlalchemy import String
 
 from app.audit.redaction import Redactor, clip
+from app.auth.principal import Principal
 from app.errors import GenAIError
 from app.pipeline.prepare import Prepared
 from app.prompts.structured import Attempt
@@ -162,7 +163,12 @@ class RecordBuilder:
         self.vault = vault  # None: replay inputs are not kept
 
     def pending(
-        self, job_id: str, prepared: Prepared, request: RenderRequest, request_id: str | None
+        self,
+        job_id: str,
+        prepared: Prepared,
+        request: RenderRequest,
+        request_id: str | None,
+        caller: Principal | None = None,
     ) -> PendingJob:
         """The pending record, every caller-supplied text in it redacted."""
         source, choice, provenance = prepared.source, prepared.choice, prepared.provenance
@@ -200,6 +206,8 @@ class RecordBuilder:
             redaction_map=tokens,
             snippet_ids=list(prepared.snippets.ids),
             replay_inputs=self._sealed_inputs(job_id, prepared, request),
+            key_id=caller.key_id if caller else None,
+            team=caller.team if caller else None,
         )
 
     def _short(self, column: str, value: str | None, tokens: dict[str, str]) -> str | None:
@@ -236,6 +244,7 @@ class RecordBuilder:
         *,
         answered_by: Prepared | None = None,
         cost_usd: float | None = None,
+        cache_saved_usd: float | None = None,
         status: Literal["completed", "cached"] = "completed",
     ) -> JobOutcome:
         """The record of an answer (from the provider, or the cache: `cached`)."""
@@ -258,7 +267,10 @@ class RecordBuilder:
             output_tokens=usage.output_tokens,
             cached_input_tokens=usage.cached_input_tokens,
             reasoning_tokens=usage.reasoning_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            cache_write_1h_tokens=usage.cache_write_1h_tokens,
             cost_usd=cost_usd,
+            cache_saved_usd=cache_saved_usd,
             streamed=run.streamed,
             latency_ms=run.latency_ms,
             upstream_latency_ms=run.upstream_ms,

@@ -33,6 +33,7 @@ from app.audit.records import (
     text_size,
 )
 from app.audit.redaction import Redactor
+from app.auth.principal import Principal
 from app.concurrency.offload import off_loop
 from app.errors import GenAIError, StoreUnavailable
 from app.observability.tracing import span
@@ -80,7 +81,12 @@ class AuditTrail:
         self.mode = mode
 
     async def start(
-        self, prepared: Prepared, *, request: RenderRequest, request_id: str | None
+        self,
+        prepared: Prepared,
+        *,
+        request: RenderRequest,
+        request_id: str | None,
+        caller: Principal | None = None,
     ) -> OpenJob:
         """Queue the pending record; in before-call mode, return only once it is durable.
 
@@ -91,7 +97,7 @@ class AuditTrail:
         records = self.records
 
         def build() -> PendingJob:
-            return records.pending(job_id, prepared, request, request_id).made_storable()
+            return records.pending(job_id, prepared, request, request_id, caller).made_storable()
 
         size = prompt_size(prepared.prompt) + len(request.user_prompt)
         # Redacting and queueing the pending record; waiting for it to be durable is `confirm`.
@@ -161,13 +167,20 @@ class AuditTrail:
         *,
         answered_by: Prepared | None = None,
         cost_usd: float | None = None,
+        cache_saved_usd: float | None = None,
         status: Literal["completed", "cached"] = "completed",
     ) -> None:
         """Record an answer: `answered_by` names a fallback that answered instead."""
 
         def build() -> JobOutcome:
             return self.records.completed(
-                job, reply, run, answered_by=answered_by, cost_usd=cost_usd, status=status
+                job,
+                reply,
+                run,
+                answered_by=answered_by,
+                cost_usd=cost_usd,
+                cache_saved_usd=cache_saved_usd,
+                status=status,
             )
 
         await self._record(job, build, answer_size(reply, run))

@@ -16,16 +16,17 @@ import datetime as dt
 import functools
 import hashlib
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import structlog
 
 from app.auth import keys
 from app.auth.keys import Scope
+from app.auth.principal import ANONYMOUS_ADMIN, NO_LIMITS, Principal
 from app.errors import Forbidden, Unauthenticated
 from app.observability.facts import request_facts
-from app.schemas import ApiKeyCreated, ApiKeyInfo
-from app.store.keys import ApiKeyRepository
+from app.schemas import ApiKeyCreated, ApiKeyInfo, Limits
+from app.store.keys import ApiKeyRepository, StoredKey
 
 log = structlog.get_logger(__name__)
 
@@ -33,15 +34,28 @@ _MAX_CACHED = 10_000  # distinct keys held at once; beyond that the cache starts
 _DUMMY_SALT = "0" * 32
 
 
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """Who is calling: the key's public id and what it may do (`None` id: auth is disabled)."""
-
-    key_id: str | None
-    scope: Scope
+Clock = Callable[[], dt.datetime]
 
 
-_ANONYMOUS_ADMIN = Principal(key_id=None, scope=Scope.admin)
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def principal_of(stored: StoredKey) -> Principal:
+    """The caller a stored key makes, with its own limits and its team's."""
+    info, team = stored.info, stored.team
+    return Principal(
+        key_id=info.id,
+        scope=Scope(info.scope),
+        team=info.team,
+        limits=Limits(budgets=info.budgets, rpm=info.rpm, tpm=info.tpm),
+        team_limits=(
+            NO_LIMITS if team is None else Limits(budgets=team.budgets, rpm=team.rpm, tpm=team.tpm)
+        ),
+        allowed_models=None if info.allowed_models is None else tuple(info.allowed_models),
+        allowed_patterns=None if info.allowed_patterns is None else tuple(info.allowed_patterns),
+        expires_at=info.expires_at,
+    )
 
 
 class Authenticator:
@@ -52,8 +66,10 @@ class Authenticator:
         *,
         cache_seconds: float,
         disabled: bool,
+        clock: Clock = _utc_now,
     ) -> None:
         self.repository = repository
+        self.clock = clock  # expiry is judged by it (tests move time without sleeping)
         self.disabled = disabled
         self._secret = server_secret
         self._cache_seconds = cache_seconds
@@ -72,10 +88,17 @@ class Authenticator:
     async def authenticate(self, authorization: str | None) -> Principal:
         """The caller behind an `Authorization: Bearer` header; raises 401 without a valid key."""
         if self.disabled:
-            return _ANONYMOUS_ADMIN
+            return ANONYMOUS_ADMIN
         principal = await self._authenticate(authorization)
+        now = self.clock()
+        if principal.expired(now):
+            log.info("api_key_expired", key_id=principal.key_id)
+            raise Unauthenticated(
+                f"The API key expired at {principal.expires_at:%Y-%m-%dT%H:%M:%SZ}; ask an "
+                "admin to extend it (PATCH /v1/keys/{id} with a later expires_at) or for a new key."
+            )
         if principal.key_id is not None:
-            self._last_used[principal.key_id] = dt.datetime.now(dt.UTC)
+            self._last_used[principal.key_id] = now
         request_facts().key_id = principal.key_id
         return principal
 
@@ -130,7 +153,7 @@ class Authenticator:
         if stored is None or not valid or stored.info.revoked_at is not None:
             log.info("api_key_refused", key_id=presented.id)
             raise refused
-        return Principal(key_id=stored.info.id, scope=Scope(stored.info.scope))
+        return principal_of(stored)
 
     async def create(self, *, scope: Scope, name: str) -> ApiKeyCreated:
         new = keys.mint(self._secret)

@@ -8,7 +8,8 @@ One module per audience, all re-exported here (`from app.schemas import X`):
     envelope.py      what a completion answers: CompletionEnvelope, Provenance, ModelChoice,
                      Usage, CallAttempt, the structured-output outcome
     jobs.py          the audit trail as read back: JobRecord, ReplayResult, DriftReport
-    resources.py     what operators manage: patterns, templates, snippets, API keys
+    resources.py     what operators manage: patterns, templates, snippets
+    keys.py          API keys and teams: scopes, budgets, rate limits, allowlists, spend
     errors.py        the one error body: ErrorBody, ErrorInfo, FieldProblem
 """
 
@@ -78,6 +79,23 @@ from app.schemas.jobs import (
     StoredParams,
     StructuredAttempt,
 )
+from app.schemas.keys import (
+    ApiKeyCreate,
+    ApiKeyCreated,
+    ApiKeyInfo,
+    ApiKeyUpdate,
+    Budget,
+    BudgetWindow,
+    KeyScope,
+    KeyStatus,
+    Limits,
+    LimitStatus,
+    RateUse,
+    TeamCreate,
+    TeamInfo,
+    TeamUpdate,
+    WindowSpend,
+)
 from app.schemas.requests import (
     ModelParams,
     ReasoningEffort,
@@ -85,10 +103,6 @@ from app.schemas.requests import (
     TemplateRef,
 )
 from app.schemas.resources import (
-    ApiKeyCreate,
-    ApiKeyCreated,
-    ApiKeyInfo,
-    KeyScope,
     PatternDetail,
     PatternSummary,
     Snippet,
@@ -109,6 +123,9 @@ __all__ = [
     "ApiKeyCreate",
     "ApiKeyCreated",
     "ApiKeyInfo",
+    "ApiKeyUpdate",
+    "Budget",
+    "BudgetWindow",
     "CacheControl",
     "CallAttempt",
     "CompletionEnvelope",
@@ -127,6 +144,9 @@ __all__ = [
     "JobRecord",
     "JobStatus",
     "KeyScope",
+    "KeyStatus",
+    "LimitStatus",
+    "Limits",
     "Message",
     "MissingValue",
     "ModelChoice",
@@ -137,6 +157,7 @@ __all__ = [
     "PatternDetail",
     "PatternSummary",
     "Provenance",
+    "RateUse",
     "ReasoningBlock",
     "ReasoningEffort",
     "RecordedParams",
@@ -153,6 +174,9 @@ __all__ = [
     "StoredParams",
     "StructuredAttempt",
     "StructuredOutcome",
+    "TeamCreate",
+    "TeamInfo",
+    "TeamUpdate",
     "TemplateCreate",
     "TemplateRef",
     "TemplateVersion",
@@ -163,6 +187,7 @@ __all__ = [
     "ToolSet",
     "Usage",
     "ValidationIssues",
+    "WindowSpend",
     "current_limits",
     "is_snippet_label",
     "unsafe_input",

@@ -45,6 +45,15 @@ class Usage(FrozenModel):
     reasoning_tokens: int | None = Field(
         default=None, description="Output tokens spent on hidden reasoning (part of output_tokens)."
     )
+    cache_write_tokens: int | None = Field(
+        default=None,
+        description="Input tokens written to the provider's prompt cache (part of input_tokens).",
+    )
+    cache_write_1h_tokens: int | None = Field(
+        default=None,
+        description="Of cache_write_tokens, those written for one hour (Anthropic bills them "
+        "higher than 5-minute writes).",
+    )
 
     def plus(self, other: Usage) -> Usage:
         """Usage over several calls; unknown (None) stays unknown."""
@@ -61,6 +70,10 @@ class Usage(FrozenModel):
             total_tokens=add(self.total_tokens, other.total_tokens),
             cached_input_tokens=add_optional(self.cached_input_tokens, other.cached_input_tokens),
             reasoning_tokens=add_optional(self.reasoning_tokens, other.reasoning_tokens),
+            cache_write_tokens=add_optional(self.cache_write_tokens, other.cache_write_tokens),
+            cache_write_1h_tokens=add_optional(
+                self.cache_write_1h_tokens, other.cache_write_1h_tokens
+            ),
         )
 
 

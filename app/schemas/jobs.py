@@ -107,7 +107,14 @@ class JobRecord(FrozenModel):
     output_tokens: int | None
     cached_input_tokens: int | None = None
     reasoning_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    cache_write_1h_tokens: int | None = None
     cost_usd: float | None = None
+    cache_saved_usd: float | None = Field(
+        default=None, description="What the provider's prompt cache saved on this call."
+    )
+    key_id: str | None = Field(default=None, description="The calling key's public id.")
+    team: str | None = Field(default=None, description="The calling key's team.")
     streamed: bool = False
     latency_ms: float | None
     upstream_latency_ms: float | None

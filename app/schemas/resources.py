@@ -1,5 +1,5 @@
-"""What the catalog and its operators manage: patterns (read), database templates, snippets and
-API keys."""
+"""What the catalog and its operators manage: patterns (read), database templates and snippets
+(API keys and teams: `keys.py`)."""
 
 from __future__ import annotations
 
@@ -110,30 +110,3 @@ class SnippetIn(InputModel):
 
 class Snippet(SnippetIn):
     source: Literal["database", "file"]
-
-
-KeyScope = Literal["complete", "admin"]
-
-
-class ApiKeyCreate(FrozenModel):
-    """A new API key: `complete` renders, completes and reads the catalog; `admin` does all."""
-
-    scope: KeyScope
-    name: str = Field(
-        default="unnamed", pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.@-]{0,99}$", description="A label."
-    )
-
-
-class ApiKeyInfo(FrozenModel):
-    """A stored key as anyone may see it: never the key itself, which is not kept."""
-
-    id: str = Field(description="The public part of the key (`gsk_<id>_…`).")
-    name: str
-    scope: KeyScope
-    created_at: dt.datetime
-    last_used_at: dt.datetime | None
-    revoked_at: dt.datetime | None
-
-
-class ApiKeyCreated(ApiKeyInfo):
-    key: str = Field(description="The key to send as `Authorization: Bearer …`; shown only once.")

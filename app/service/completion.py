@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from app.audit.trail import AuditTrail, CallRun, OpenJob
+from app.auth.principal import Principal
 from app.cache import CachedAnswer, ResponseCache
 from app.errors import GenAIError
 from app.observability.facts import request_facts
@@ -78,10 +79,17 @@ class Outcomes:
     prices: PriceTable
 
     async def from_cache(
-        self, prepared: Prepared, hit: CachedAnswer, request_id: str | None, started: float
+        self,
+        prepared: Prepared,
+        hit: CachedAnswer,
+        request_id: str | None,
+        started: float,
+        caller: Principal | None = None,
     ) -> CompletionEnvelope:
         """A cache hit: no provider call, but an audit record (status `cached`) all the same."""
-        job = await self.audit.start(prepared, request=prepared.request, request_id=request_id)
+        job = await self.audit.start(
+            prepared, request=prepared.request, request_id=request_id, caller=caller
+        )
         request_facts().opened_job(job.id, cache="hit")
         reply = ProviderReply(
             text=hit.text,

@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
+from app.auth.principal import Principal
 from app.cache import cache_key
 from app.concurrency.offload import off_loop
 from app.errors import (
@@ -114,9 +115,9 @@ class GenAIService:
         *,
         request_id: str | None = None,
         deadline_ms: float | None = None,
-        caller_key: str | None = None,
+        caller: Principal | None = None,
     ) -> CompletionEnvelope:
-        begun = await self._begin(request, request_id, deadline_ms, caller_key, streamed=False)
+        begun = await self._begin(request, request_id, deadline_ms, caller, streamed=False)
         if isinstance(begun, CompletionEnvelope):  # from the cache
             return begun
         return await begun.complete()
@@ -127,11 +128,11 @@ class GenAIService:
         *,
         request_id: str | None = None,
         deadline_ms: float | None = None,
-        caller_key: str | None = None,
+        caller: Principal | None = None,
     ) -> AsyncGenerator[StreamOutput, None]:
         """Start a streamed completion; failures before the first text raise (an HTTP error),
         later ones end the stream with `StreamFailed`. Close the iterator to cancel it."""
-        begun = await self._begin(request, request_id, deadline_ms, caller_key, streamed=True)
+        begun = await self._begin(request, request_id, deadline_ms, caller, streamed=True)
         if isinstance(begun, CompletionEnvelope):
             return replayed(begun)
         return await begun.stream(self._stream_timeouts)
@@ -141,7 +142,7 @@ class GenAIService:
         request: RenderRequest,
         request_id: str | None,
         deadline_ms: float | None,
-        caller_key: str | None,
+        caller: Principal | None,
         *,
         streamed: bool,
     ) -> Completion | CompletionEnvelope:
@@ -156,11 +157,15 @@ class GenAIService:
             prepared = await self._prepare(request)
             if streamed:
                 _refuse_streaming_a_schema(prepared)
-            key = await off_loop(lambda: self._cache_key(prepared, caller_key))
+            key = await off_loop(lambda: self._cache_key(prepared, caller))
             if key is not None and (hit := await self._outcomes.cache.get(key)) is not None:
                 async with slot:
-                    return await self._outcomes.from_cache(prepared, hit, request_id, started)
-            job = await self._outcomes.audit.start(prepared, request=request, request_id=request_id)
+                    return await self._outcomes.from_cache(
+                        prepared, hit, request_id, started, caller
+                    )
+            job = await self._outcomes.audit.start(
+                prepared, request=request, request_id=request_id, caller=caller
+            )
         except BaseException:
             await slot.aclose()
             raise
@@ -203,7 +208,7 @@ class GenAIService:
             seconds = min(seconds, deadline_ms / 1000)
         return Deadline.after(seconds)
 
-    def _cache_key(self, prepared: Prepared, caller_key: str | None) -> str | None:
+    def _cache_key(self, prepared: Prepared, caller: Principal | None) -> str | None:
         """The response-cache key when this request uses the cache: its own `cache` flag, else
         the pattern's front-matter. With GENAI_CACHE__SCOPE=key, the caller's own entries."""
         wanted = prepared.request.cache
@@ -214,5 +219,5 @@ class GenAIService:
             params=prepared.params,
             prompt=prepared.prompt,
             output_schema=prepared.source.output_schema if prepared.native_schema else None,
-            partition=caller_key if self._cache_per_key else None,
+            partition=caller.key_id if caller and self._cache_per_key else None,
         )

@@ -9,18 +9,19 @@ from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.errors import ApiKeyNotFound
-from app.schemas import ApiKeyInfo
+from app.schemas import ApiKeyInfo, TeamInfo
 from app.store.db import store_seam
-from app.store.tables import ApiKey
+from app.store.tables import ApiKey, Team
 
 
 @dataclass(frozen=True, slots=True)
 class StoredKey:
-    """What verification needs: the public record plus the salt and digest."""
+    """What verification needs: the public record, its team's, plus the salt and digest."""
 
     info: ApiKeyInfo
     salt: str
     digest: str
+    team: TeamInfo | None = None
 
 
 def _info(row: ApiKey) -> ApiKeyInfo:
@@ -52,7 +53,15 @@ class ApiKeyRepository:
     async def find(self, key_id: str) -> StoredKey | None:
         async with self._sessions() as session:
             row = await session.get(ApiKey, key_id)
-            return None if row is None else StoredKey(_info(row), row.salt, row.digest)
+            if row is None:
+                return None
+            team = None if row.team is None else await session.get(Team, row.team)
+            return StoredKey(
+                _info(row),
+                row.salt,
+                row.digest,
+                None if team is None else TeamInfo.model_validate(team, from_attributes=True),
+            )
 
     @store_seam
     async def list(self) -> list[ApiKeyInfo]:

@@ -114,6 +114,8 @@ class PendingJob(_Row):
     snippet_ids: list[str]
     continuation_hash: str | None = None  # prov-2 only
     replay_inputs: bytes | None = None
+    key_id: str | None = None  # who asked (None with auth disabled)
+    team: str | None = None
     status: Literal["pending"] = "pending"
     escaped_fields: tuple[str, ...] | None = None
 
@@ -141,7 +143,10 @@ class JobOutcome(_Row):
     output_tokens: int | None = None
     cached_input_tokens: int | None = None
     reasoning_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    cache_write_1h_tokens: int | None = None
     cost_usd: float | None = None
+    cache_saved_usd: float | None = None
     streamed: bool = False
     latency_ms: float | None = None
     upstream_latency_ms: float | None = None

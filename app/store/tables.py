@@ -1,4 +1,5 @@
-"""The database tables: versioned prompt templates, snippets and the job audit record."""
+"""The database tables: versioned prompt templates, snippets, the job audit record, API keys,
+teams and their limit counters."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from sqlalchemy import (
     JSON,
     Boolean,
     DateTime,
+    ForeignKey,
     Index,
     Integer,
     LargeBinary,
@@ -126,7 +128,17 @@ class Job(Base):
     output_tokens: Mapped[int | None] = mapped_column(Integer)
     cached_input_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
     reasoning_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Prompt tokens written to the provider's prompt cache (part of input_tokens), and of them
+    # the ones written for an hour (Anthropic bills 5-minute and 1-hour writes differently).
+    cache_write_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    cache_write_1h_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
     cost_usd: Mapped[float | None] = mapped_column(nullable=True)
+    # What the provider's prompt cache saved against the same tokens uncached (may be negative:
+    # a write costs more than plain input).
+    cache_saved_usd: Mapped[float | None] = mapped_column(nullable=True)
+    # Who asked: the calling key's public id and its team (null with auth disabled).
+    key_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    team: Mapped[str | None] = mapped_column(String(64), nullable=True)
     streamed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     latency_ms: Mapped[float | None] = mapped_column()
     upstream_latency_ms: Mapped[float | None] = mapped_column()
@@ -144,6 +156,12 @@ class Job(Base):
     output_attempts: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
     # Fields whose NUL or lone-surrogate characters were escaped so the backend would take them.
     escaped_fields: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
+
+    __table_args__ = (
+        # Usage by key or team over a time range (GET /v1/usage, budgets' reconciliation).
+        Index("ix_jobs_key_created", "key_id", "created_at"),
+        Index("ix_jobs_team_created", "team", "created_at"),
+    )
 
 
 class SnippetRow(_Timestamps, Base):
@@ -164,6 +182,31 @@ class SnippetRow(_Timestamps, Base):
     __table_args__ = (Index("uq_snippets_identifier", "identifier", unique=True),)
 
 
+class Team(Base):
+    """A group of keys sharing budgets and rate limits (on top of each key's own)."""
+
+    __tablename__ = "teams"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    budgets: Mapped[list[Any]] = mapped_column(JSONType, default=list)  # [{usd, window}]
+    rpm: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    tpm: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now, onupdate=_now)
+
+
+class LimitCounter(Base):
+    """One budget or rate counter for one window (`key:<id>:usd:day:2026-11-26`, …): what is
+    spent or used, reservations of calls in flight included. Used when Redis is not configured."""
+
+    __tablename__ = "limit_counters"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    amount: Mapped[float] = mapped_column(default=0.0)
+    # When the window ends; past it the row is only history and may be deleted.
+    expires_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
 class ApiKey(Base):
     """A caller's key: only a salted HMAC of its secret is kept, never the key itself."""
 
@@ -177,3 +220,10 @@ class ApiKey(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now)
     last_used_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     revoked_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    expires_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    team: Mapped[str | None] = mapped_column(ForeignKey("teams.name"), nullable=True)
+    budgets: Mapped[list[Any]] = mapped_column(JSONType, default=list)  # [{usd, window}]
+    rpm: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    tpm: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    allowed_models: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
+    allowed_patterns: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
