@@ -8,6 +8,11 @@
     │   ├── MethodNotAllowed           405 method_not_allowed   (with Allow)
     │   ├── Unauthenticated            401 unauthenticated      (no valid `Authorization: Bearer`)
     │   ├── Forbidden                  403 forbidden            (the key lacks the route's scope)
+    │   │   ├── ModelNotAllowed        403 model_not_allowed    (outside the key's allowed_models)
+    │   │   └── PatternNotAllowed      403 pattern_not_allowed  (not in allowed_patterns)
+    │   ├── QuotaRefusal               429 quota_exceeded       (a limit of the key or its team)
+    │   │   ├── BudgetExceeded         429 budget_exceeded      (a budget window is spent)
+    │   │   └── KeyRateLimited         429 rate_limited         (rpm or tpm; with Retry-After)
     │   ├── PayloadTooLarge            413 payload_too_large    (body over GENAI_MAX_BODY_BYTES)
     │   ├── PatternNotFound            404 pattern_not_found
     │   ├── InvalidPattern             422 invalid_pattern      (front-matter or Jinja syntax)
@@ -34,6 +39,7 @@
     │   ├── UnsupportedParameter       422 unsupported_parameter (would change the answer; cannot)
     │   └── CapabilityMissing          422 capability_missing   (the model cannot do what is asked)
     ├── StoreUnavailable               503 store_unavailable    (no audit record can be written)
+    │   └── QuotaStoreUnavailable      503 quota_store_unavailable (counters unreachable)
     ├── Overloaded                     503 overloaded           (limits and queue full)
     ├── DeadlineExceeded               504 deadline_exceeded    (the request's deadline passed)
     └── ProviderError                  carries provider, upstream status and request id
@@ -237,6 +243,63 @@ class Forbidden(RequestProblem):
     error_type = "forbidden"
 
 
+class ModelNotAllowed(Forbidden):
+    error_type = "model_not_allowed"
+
+    def __init__(self, model: str) -> None:
+        super().__init__(
+            f"This key may not use {model!r} (it is outside the key's allowed_models). Ask for "
+            "another model, or ask an admin to widen the allowlist (PATCH /v1/keys/{id})."
+        )
+
+
+class PatternNotAllowed(Forbidden):
+    error_type = "pattern_not_allowed"
+
+    def __init__(self, pattern: str) -> None:
+        super().__init__(
+            f"This key may not use pattern {pattern!r} (it is outside the key's "
+            "allowed_patterns). Ask an admin to widen the allowlist (PATCH /v1/keys/{id})."
+        )
+
+
+class QuotaRefusal(RequestProblem):
+    """A limit of the key or its team refused the request before anything was called."""
+
+    status_code = 429
+    error_type = "quota_exceeded"
+
+    def __init__(self, message: str, *, owner: str, limit: str, retry_after: float | None) -> None:
+        super().__init__(message)
+        self.owner = owner  # "key" or "team"
+        self.limit = limit  # "rpm", "tpm", or the budget window
+        self.retry_after = retry_after  # seconds until the window starts over; None: never
+
+    def details(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"limit_owner": self.owner, "limit": self.limit}
+        if self.retry_after is not None:
+            found["retry_after"] = math.ceil(self.retry_after)
+        return found
+
+    def headers(self) -> dict[str, str]:
+        if self.retry_after is None:
+            # The OpenAI and Anthropic SDKs retry a 429 unless told it is pointless.
+            return {"x-should-retry": "false"}
+        return {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
+
+
+class BudgetExceeded(QuotaRefusal):
+    error_type = "budget_exceeded"
+
+    def headers(self) -> dict[str, str]:
+        # A budget starts over in hours or days: an SDK's automatic retry cannot help.
+        return {**super().headers(), "x-should-retry": "false"}
+
+
+class KeyRateLimited(QuotaRefusal):
+    error_type = "rate_limited"
+
+
 class PayloadTooLarge(RequestProblem):
     status_code = 413
     error_type = "payload_too_large"
@@ -423,6 +486,13 @@ class CapabilityMissing(RequestProblem):
 class StoreUnavailable(GenAIError):
     status_code = 503
     error_type = "store_unavailable"
+
+
+class QuotaStoreUnavailable(StoreUnavailable):
+    """The budget and rate counters cannot be reached and GENAI_QUOTAS__ON_STORE_ERROR is
+    `closed`: a limited key is refused rather than allowed to spend unchecked."""
+
+    error_type = "quota_store_unavailable"
 
 
 class Overloaded(GenAIError):

@@ -14,6 +14,7 @@ from app.api import (
     completions,
     health,
     jobs,
+    key_limits,
     keys,
     messages,
     patterns,
@@ -71,7 +72,19 @@ def _metrics_of(app: FastAPI) -> Metrics | None:
 
 
 # Every router of the API, in the order a request is matched against them.
-API_MODULES = (completions, chat, messages, patterns, templates, snippets, jobs, keys, health)
+# key_limits before keys: `/v1/keys/me` must not be read as a key id.
+API_MODULES = (
+    completions,
+    chat,
+    messages,
+    patterns,
+    templates,
+    snippets,
+    jobs,
+    key_limits,
+    keys,
+    health,
+)
 
 
 def create_app(

@@ -28,7 +28,7 @@ from app.catalog.resolver import SourceResolver
 from app.catalog.watch import FileWatcher, Owners
 from app.concurrency.limits import ConcurrencyLimits
 from app.config import Settings
-from app.errors import ConfigurationProblems, GenAIError, StoreUnavailable
+from app.errors import ConfigurationError, ConfigurationProblems, GenAIError, StoreUnavailable
 from app.observability.metric_labels import LabelVocabulary
 from app.observability.metrics import Metrics
 from app.observability.readiness import Readiness, StoreState
@@ -40,12 +40,15 @@ from app.prompts.assembler import PromptAssembler, default_registry
 from app.providers import ProviderRegistry
 from app.providers.registry import provider_names
 from app.providers.retry import RetryPolicy
+from app.quotas.counters import CounterStore, RedisCounters
+from app.quotas.guard import QuotaGuard
 from app.routing.capabilities import CapabilityCatalog
 from app.routing.policy import ModelSelectionPolicy, configured_model_ids
 from app.routing.prices import PriceTable
 from app.schemas import ModelParams
 from app.service import CompletionTimeouts, GenAIService, Outcomes
 from app.snippets import SnippetLibrary
+from app.store.counters import CounterRepository
 from app.store.db import Database, describe_storage_error
 from app.store.jobs import JobRepository
 from app.store.keys import ApiKeyRepository
@@ -123,6 +126,7 @@ class Runtime:
     authenticator: Authenticator
     cache: ResponseCache
     limits: ConcurrencyLimits
+    quotas: QuotaGuard
     _background: _Background = field(default_factory=_Background, repr=False, compare=False)
 
     async def start(self) -> None:
@@ -176,8 +180,10 @@ class Runtime:
         no record."""
         await self._stop()
         try:
+            await self.quotas.drain()  # settlements in flight reach the counters
             await self.writer.aclose()
         finally:
+            await self.quotas.aclose()
             self.renderer.close()
             await self.cache.aclose()
             await self.providers.aclose()
@@ -398,8 +404,34 @@ def _upstream(
     )
 
 
+def _quotas(settings: Settings, database: Database, prices: PriceTable) -> QuotaGuard:
+    """Budget and rate counters in Redis when configured (replicas share them), else in the
+    database; ConfigurationError for `store: redis` without GENAI_REDIS_URL."""
+    quotas = settings.quotas
+    use_redis = quotas.store == "redis" or (quotas.store == "auto" and settings.redis_url)
+    counters: CounterStore
+    if use_redis:
+        if settings.redis_url is None:
+            raise ConfigurationError("GENAI_QUOTAS__STORE", "redis needs GENAI_REDIS_URL")
+        counters = RedisCounters.from_url(
+            settings.redis_url.get_secret_value(), timeout_seconds=quotas.redis_timeout_seconds
+        )
+    else:
+        counters = CounterRepository(database.sessions, postgres=not database.is_sqlite)
+    return QuotaGuard(
+        counters,
+        prices,
+        reserve_output_tokens=quotas.reserve_output_tokens,
+        fail_open=quotas.on_store_error == "open",
+    )
+
+
 def _service(
-    settings: Settings, upstream: Upstream, outcomes: Outcomes, limits: ConcurrencyLimits
+    settings: Settings,
+    upstream: Upstream,
+    outcomes: Outcomes,
+    limits: ConcurrencyLimits,
+    quotas: QuotaGuard,
 ) -> GenAIService:
     timing = settings.upstream
     return GenAIService(
@@ -412,6 +444,7 @@ def _service(
                 first_token_seconds=timing.first_token_seconds, idle_seconds=timing.idle_seconds
             ),
         ),
+        quotas=quotas,
         cache_per_key=settings.cache.scope == "key",
         completion_slot=limits.completion,
     )
@@ -438,9 +471,9 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
     limits = ConcurrencyLimits(settings.limits, metrics=metrics)
     cache = build_cache(settings, metrics=metrics, data_key=keys.data_key)
     upstream = _upstream(settings, preparer, providers, limits, metrics)
-    outcomes = Outcomes(
-        audit=store.audit, metrics=metrics, cache=cache, prices=PriceTable.load(settings.prices)
-    )
+    prices = PriceTable.load(settings.prices)
+    outcomes = Outcomes(audit=store.audit, metrics=metrics, cache=cache, prices=prices)
+    quotas = _quotas(settings, database, prices)
     replayer = Replayer(
         reader=store.audit.reader,
         preparer=preparer,
@@ -461,10 +494,11 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
         providers=providers,
         audit=store.audit,
         preparer=preparer,
-        service=_service(settings, upstream, outcomes, limits),
+        service=_service(settings, upstream, outcomes, limits, quotas),
         replayer=replayer,
         readiness=_readiness(settings, catalog.patterns, providers, store),
         authenticator=authenticator,
         cache=cache,
         limits=limits,
+        quotas=quotas,
     )

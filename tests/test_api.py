@@ -464,6 +464,8 @@ async def test_openapi_has_stable_operation_ids_and_examples(client: httpx.Async
         "deleteSnippet",
         "getJob",
         "createApiKey",
+        "getKeyStatus",
+        "getOwnKeyStatus",
         "listApiKeys",
         "revokeApiKey",
         "replayJob",

@@ -35,6 +35,7 @@ LAYERS: list[grimp.Layer] = [
     grimp.Layer("api"),  # HTTP: parse, call, shape the response
     grimp.Layer("runtime"),  # the composition root: builds, starts and closes everything long-lived
     grimp.Layer("service"),  # the completion pipeline
+    grimp.Layer("quotas"),  # allowlists, budgets and rate limits of keys and teams
     grimp.Layer("audit"),  # the audit trail and replay: never the service
     grimp.Layer("pipeline"),  # prompt preparation shared by the service and replay
     grimp.Layer("snippets"),

@@ -26,6 +26,7 @@ from app.config import Settings
 from app.observability.metrics import Metrics
 from app.observability.readiness import AuditBacklog, Readiness
 from app.providers.registry import ProviderRegistry
+from app.quotas.guard import QuotaGuard
 from app.runtime import Runtime
 from app.schemas import CompletionEnvelope, RenderRequest
 from app.service import GenAIService
@@ -59,6 +60,10 @@ async def get_templates(request: Request) -> TemplateRepository:
 
 async def get_snippets(request: Request) -> SnippetLibrary:
     return _runtime(request).snippets
+
+
+async def get_quotas(request: Request) -> QuotaGuard:
+    return _runtime(request).quotas
 
 
 async def get_authenticator(request: Request) -> Authenticator:
@@ -199,6 +204,7 @@ SnippetsDep = Annotated[SnippetLibrary, Depends(get_snippets)]
 RequestIdDep = Annotated[str | None, Depends(get_request_id)]
 CallerDep = Annotated[Principal | None, Depends(get_caller)]
 AuthenticatorDep = Annotated[Authenticator, Depends(get_authenticator)]
+QuotasDep = Annotated[QuotaGuard, Depends(get_quotas)]
 RendererDep = Annotated[TemplateRenderer, Depends(get_renderer)]
 ReadinessDep = Annotated[Readiness, Depends(get_readiness)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]

@@ -231,6 +231,32 @@ class AuditSettings(BaseModel):
     )
 
 
+class QuotaSettings(BaseModel):
+    """Where the budget and rate counters of keys and teams live, and what happens without them."""
+
+    store: Literal["auto", "database", "redis"] = Field(
+        default="auto",
+        description="auto: Redis when GENAI_REDIS_URL is set (replicas share one budget), "
+        "else the database.",
+    )
+    on_store_error: Literal["closed", "open"] = Field(
+        default="closed",
+        description="closed: a key or team with limits is refused (503 quota_store_unavailable) "
+        "while its counters cannot be reached; open: it is served unchecked and the gap logged. "
+        "Keys without limits never touch the counters.",
+    )
+    reserve_output_tokens: int = Field(
+        default=4096,
+        ge=1,
+        le=1_000_000,
+        description="Output tokens reserved against a budget when a request sets no max_tokens "
+        "(the settled cost replaces the reservation once the answer is in).",
+    )
+    redis_timeout_seconds: float = Field(
+        default=0.25, gt=0, le=10, description="A counter call to Redis slower than this fails."
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GENAI_",
@@ -321,9 +347,12 @@ class Settings(BaseSettings):
     upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
     redis_url: SecretStr | None = Field(
-        default=None, description="redis://…: the response cache in Redis, shared by replicas."
+        default=None,
+        description="redis://…: the response cache and the quota counters in Redis, shared by "
+        "replicas.",
     )
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    quotas: QuotaSettings = Field(default_factory=QuotaSettings)
     request: RequestSettings = Field(default_factory=RequestSettings)
     prices: dict[str, ModelPrice] = Field(
         default_factory=dict,

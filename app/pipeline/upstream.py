@@ -93,6 +93,7 @@ class UpstreamRun:
     attempts: list[CallAttempt] = field(default_factory=list)
     output_attempts: tuple[Attempt, ...] = ()
     current: Prepared | None = None  # the model being (or last) tried
+    allows: Callable[[str], bool] | None = None  # the caller's model allowlist, for fallbacks
 
     @property
     def provider(self) -> str:
@@ -107,6 +108,8 @@ class UpstreamRun:
         for model in self.upstream.preparer.fallback_chain(first):
             if not configured.get(model.partition("/")[0], False):
                 continue
+            if self.allows is not None and not self.allows(model):
+                continue  # a link the calling key may not use
             reason = f"{first.choice.model} failed; {model} is next in its fallback chain"
             try:
                 prepared = await self.upstream.preparer.retarget(first, model, reason)
@@ -247,8 +250,15 @@ class Upstream:
         self.metrics = metrics  # counts the fallbacks taken
         self.max_answer_bytes = tuning.max_answer_bytes  # one stream's pieces, all together
 
-    def run(self, prepared: Prepared, deadline: Deadline) -> UpstreamRun:
-        return UpstreamRun(self, prepared, deadline)
+    def run(
+        self,
+        prepared: Prepared,
+        deadline: Deadline,
+        *,
+        allows: Callable[[str], bool] | None = None,
+    ) -> UpstreamRun:
+        """One request's upstream work; `allows` says which fallback models it may use."""
+        return UpstreamRun(self, prepared, deadline, allows=allows)
 
     def repair_loop(self, prepared: Prepared) -> RepairLoop:
         tools = prepared.prompt.tools

@@ -26,6 +26,7 @@ from app.pipeline.prepare import Prepared
 from app.pipeline.upstream import Answered, Upstream, UpstreamRun
 from app.prompts.repair import Answer
 from app.providers import ProviderReply
+from app.quotas.guard import NOTHING_RESERVED, Reservation
 from app.routing.prices import PriceTable
 from app.schemas import CallAttempt, CompletionEnvelope, CompletionResponse
 from app.service.outputs import ClientStoppedReading, StreamFailed, StreamOutput, passed_on
@@ -143,6 +144,9 @@ class Completion:
     key: str | None  # the response-cache key; None: the cache is not used
     started: float  # when the request reached the service
     slot: contextlib.AsyncExitStack
+    reservation: Reservation = field(
+        default_factory=lambda: NOTHING_RESERVED
+    )  # against the caller's budgets and rate limits
     upstream_started: float = field(default_factory=time.perf_counter)
 
     @property
@@ -253,6 +257,7 @@ class Completion:
             usage=reply.usage,
             cost=cost,
         )
+        self.reservation.settle(reply.usage, cost)
         envelope = envelope_of(
             self.job,
             self.request_id,
@@ -280,6 +285,7 @@ class Completion:
 
     async def failed(self, exc: GenAIError, *, streamed: bool = False) -> GenAIError:
         """Record the failure; the error to raise is a new one that names the job."""
+        self.reservation.release()
         upstream_ms = elapsed_ms(self.upstream_started)
         await self.outcomes.audit.failed(
             self.job, exc, self._call_run(upstream_ms, streamed=streamed)

@@ -1,4 +1,5 @@
-"""GenAIService, the completion pipeline: prepare → record → call → confirm → record → envelope.
+"""GenAIService, the completion pipeline: allow → prepare → reserve → record → call → confirm →
+record → settle → envelope.
 
 Preparing the prompt is the PromptPreparer's work, reaching an answer (fallbacks, retries,
 deadline) is `app.pipeline.upstream`'s and storing is the AuditTrail's. The service starts a
@@ -32,6 +33,7 @@ from app.pipeline.deadline import Deadline
 from app.pipeline.prepare import Prepared, PromptPreparer
 from app.pipeline.upstream import Upstream
 from app.providers.base import CountsTokens
+from app.quotas.guard import NOTHING_RESERVED, QuotaGuard, check_model, check_pattern
 from app.schemas import CompletionEnvelope, FieldProblem, RenderRequest, RenderResult
 from app.service.completion import Completion, Outcomes
 from app.service.outputs import StreamOutput, replayed
@@ -78,12 +80,14 @@ class GenAIService:
         upstream: Upstream,
         outcomes: Outcomes,
         timeouts: CompletionTimeouts,
+        quotas: QuotaGuard,
         cache_per_key: bool = True,
         completion_slot: CompletionSlot | None = None,
     ) -> None:
         self._preparer = preparer
         self._upstream = upstream
         self._outcomes = outcomes
+        self._quotas = quotas
         self._metrics = outcomes.metrics
         self._deadline_seconds = timeouts.deadline_seconds
         self._stream_timeouts = timeouts.stream
@@ -153,12 +157,17 @@ class GenAIService:
         slot = contextlib.AsyncExitStack()
         async with deadline.guard():
             await slot.enter_async_context(self._slot())
+        reservation = NOTHING_RESERVED
         try:
+            check_pattern(caller, request)  # before anything is rendered
             prepared = await self._prepare(request)
+            check_model(caller, prepared.choice.model)
             if streamed:
                 _refuse_streaming_a_schema(prepared)
+            reservation = await self._quotas.admit(caller, prepared)
             key = await off_loop(lambda: self._cache_key(prepared, caller))
             if key is not None and (hit := await self._outcomes.cache.get(key)) is not None:
+                reservation.release()  # a hit costs nothing
                 async with slot:
                     return await self._outcomes.from_cache(
                         prepared, hit, request_id, started, caller
@@ -167,11 +176,13 @@ class GenAIService:
                 prepared, request=request, request_id=request_id, caller=caller
             )
         except BaseException:
+            reservation.release()  # nothing was called
             await slot.aclose()
             raise
-        run = self._upstream.run(prepared, deadline)
+        allows = caller.may_use_model if caller is not None else None
+        run = self._upstream.run(prepared, deadline, allows=allows)
         completion = Completion(
-            self._outcomes, self._upstream, job, run, request_id, key, started, slot
+            self._outcomes, self._upstream, job, run, request_id, key, started, slot, reservation
         )
         request_facts().opened_job(job.id, cache=completion.cache_use)
         return completion

@@ -1,0 +1,1 @@
+"""Allowlists, budgets and rate limits of keys and teams: checked before anything is called."""
