@@ -82,16 +82,18 @@ async def _interrupt_stale_jobs(trail: AuditTrail, older_than: float) -> None:
         log.warning("stale_jobs_interrupted", jobs=count, older_than_s=older_than)
 
 
-async def _keep_interrupting_stale_jobs(
-    trail: AuditTrail, older_than: float, stop: asyncio.Event
+async def _keep_house(
+    trail: AuditTrail, quotas: QuotaGuard, older_than: float, stop: asyncio.Event
 ) -> None:
-    """Re-checks periodically; stopped through `stop`, never cancelled mid-transaction."""
+    """Periodically: stale jobs interrupted, counters of periods long over deleted. Stopped
+    through `stop`, never cancelled mid-transaction."""
     every = min(300.0, max(1.0, older_than / 4))
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), every)
         if not stop.is_set():
             await _interrupt_stale_jobs(trail, older_than)
+            await quotas.tidy()
 
 
 class _Background:
@@ -143,7 +145,7 @@ class Runtime:
         stale_after = settings.stale_pending_after_seconds
         await _interrupt_stale_jobs(self.audit, stale_after)  # before serving
         background.stale_checks = asyncio.create_task(
-            _keep_interrupting_stale_jobs(self.audit, stale_after, background.stop_stale_checks)
+            _keep_house(self.audit, self.quotas, stale_after, background.stop_stale_checks)
         )
         if settings.pattern_reload_seconds > 0:  # pattern and snippet files, one watcher
             owners = Owners(patterns=self.patterns.refresh, snippets=self.snippets.refresh_files)

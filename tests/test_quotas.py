@@ -227,3 +227,13 @@ async def test_unreachable_counters_refuse_or_serve_as_configured(fail_open: boo
             assert refused.value.status_code == 503
     finally:
         await guard.aclose()
+
+
+async def test_counters_of_periods_long_over_are_deleted(stores: StoreFactory) -> None:
+    store = stores()
+    guard = guard_on(store, Clock(NOON))
+    old = Charge("old", 1, 5, NOON - dt.timedelta(days=3))
+    current = charge("current", 1, 5)
+    assert await store.reserve([old, current]) is None
+    await guard.tidy()
+    assert await store.read(["old", "current"]) == {"old": 0.0, "current": 1.0}

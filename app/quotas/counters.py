@@ -40,6 +40,10 @@ class CounterStore(Protocol):
         """The counters' current amounts (0 for one never charged)."""
         ...
 
+    def forget_expired(self, now: dt.datetime) -> Awaitable[None]:
+        """Delete counters whose period (and the day after it) is over."""
+        ...
+
     def aclose(self) -> Awaitable[None]: ...
 
 
@@ -114,6 +118,9 @@ class RedisCounters:
         except ValueError:
             raise ConfigurationError("GENAI_REDIS_URL", "is not a valid Redis URL") from None
         return cls(client, timeout_seconds=timeout_seconds)
+
+    async def forget_expired(self, now: dt.datetime) -> None:
+        """Nothing to do: every counter was given its expiry when it was charged."""
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -251,6 +251,13 @@ class QuotaGuard:
             # The reservation stays charged: a budget errs towards refusing, never spending more.
             log.warning("quota_settle_failed", counters=[change.name for change in changes])
 
+    async def tidy(self) -> None:
+        """Delete counters whose period is long over (Redis expires its own)."""
+        try:
+            await self.counters.forget_expired(self.clock())
+        except StoreUnavailable:
+            log.warning("quota_counters_not_tidied")
+
     async def aclose(self) -> None:
         await self.counters.aclose()
 
