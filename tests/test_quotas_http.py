@@ -296,3 +296,21 @@ async def test_an_admin_reads_any_keys_limits_and_a_complete_key_only_its_own(
         own = await admin.get("/v1/keys/me", headers=bearer(other))
         assert own.status_code == 200 and own.json()["key"]["id"] == other["id"]
         assert own.json()["limits"] == {"budgets": [], "rpm": None, "tpm": None}
+
+
+async def test_a_dry_run_obeys_the_allowlists_too(
+    fake: FakeProviderServer, database_url: str
+) -> None:
+    async with gateway(settings_with(fake, database_url, "database")) as (_, admin):
+        key = await new_key(admin, allowed_models=["openai/*"], allowed_patterns=["summarize"])
+        assert (await admin.post("/v1/render", json=render(), headers=bearer(key))).is_success
+        refused = await admin.post(
+            "/v1/render", json=render(model="anthropic/claude-haiku-4-5"), headers=bearer(key)
+        )
+        assert refused.json()["error"]["type"] == "model_not_allowed"
+        refused = await admin.post(
+            "/v1/render",
+            json={**render(), "pattern_key": "classify", "variables": {"labels": ["a"]}},
+            headers=bearer(key),
+        )
+        assert refused.json()["error"]["type"] == "pattern_not_allowed"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from app.api.body import OffLoopBodyRoute
-from app.api.deps import CanComplete, CompleterDep, ServiceDep
+from app.api.deps import CallerDep, CanComplete, CompleterDep, ServiceDep
 from app.api.errors import error_responses
 from app.api.openapi import COMPLETION_EVENTS
 from app.api.paths import COMPLETIONS, V1
@@ -47,5 +47,7 @@ async def create_completion(
     summary="Dry run: the prompt, hashes and model choice, without calling a provider",
     responses=error_responses(404, 422),
 )
-async def render_prompt(body: RenderRequest, service: ServiceDep) -> RenderResult:
-    return await service.render(body)
+async def render_prompt(
+    body: RenderRequest, service: ServiceDep, caller: CallerDep
+) -> RenderResult:
+    return await service.render(body, caller)

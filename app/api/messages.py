@@ -24,7 +24,7 @@ from app.api.conversation import (
     dropped_params,
     to_render_request,
 )
-from app.api.deps import CanComplete, CompleterDep, ServiceDep
+from app.api.deps import CallerDep, CanComplete, CompleterDep, ServiceDep
 from app.api.error_body import error_body, error_json
 from app.api.error_dialects import anthropic_error
 from app.api.errors import error_responses
@@ -352,9 +352,9 @@ async def create_message(
     responses=error_responses(400, 404, 502, 503, 504),
 )
 async def count_tokens(
-    body: AnthropicCountTokensRequest, response: Response, service: ServiceDep
+    body: AnthropicCountTokensRequest, response: Response, service: ServiceDep, caller: CallerDep
 ) -> AnthropicTokenCount:
     render = await off_loop(lambda: to_render_request(door_request(body, stream=False)))
-    count = await service.count_tokens(render)
+    count = await service.count_tokens(render, caller)
     response.headers.update(_ignored(body))
     return AnthropicTokenCount(input_tokens=count)

@@ -94,15 +94,15 @@ class GenAIService:
         self._slot: CompletionSlot = completion_slot or _no_limit
         self._cache_per_key = cache_per_key
 
-    async def render(self, request: RenderRequest) -> RenderResult:
-        """A dry run: everything `complete` would do except recording and calling."""
-        return (await self._prepare(request)).as_render_result()
+    async def render(self, request: RenderRequest, caller: Principal | None = None) -> RenderResult:
+        """A dry run: everything `complete` would do except reserving, recording and calling."""
+        return (await self._allowed(request, caller)).as_render_result()
 
-    async def count_tokens(self, request: RenderRequest) -> int:
+    async def count_tokens(self, request: RenderRequest, caller: Principal | None = None) -> int:
         """The prompt's input tokens as the chosen model's provider counts them; only a provider
         that offers counting can (UnsupportedParameter otherwise). Nothing is answered, so
-        nothing is recorded."""
-        prepared = await self._prepare(request)
+        nothing is recorded, and no budget is charged (counting is free)."""
+        prepared = await self._allowed(request, caller)
         provider = self._upstream.providers.get(prepared.choice.provider)
         if not isinstance(provider, CountsTokens):
             raise UnsupportedParameter(
@@ -159,9 +159,7 @@ class GenAIService:
             await slot.enter_async_context(self._slot())
         reservation = NOTHING_RESERVED
         try:
-            check_pattern(caller, request)  # before anything is rendered
-            prepared = await self._prepare(request)
-            check_model(caller, prepared.choice.model)
+            prepared = await self._allowed(request, caller)
             if streamed:
                 _refuse_streaming_a_schema(prepared)
             reservation = await self._quotas.admit(caller, prepared)
@@ -186,6 +184,14 @@ class GenAIService:
         )
         request_facts().opened_job(job.id, cache=completion.cache_use)
         return completion
+
+    async def _allowed(self, request: RenderRequest, caller: Principal | None) -> Prepared:
+        """The prepared request, if the caller's allowlists let it use the pattern (checked
+        before rendering) and the model the policy chose (403 otherwise)."""
+        check_pattern(caller, request)
+        prepared = await self._prepare(request)
+        check_model(caller, prepared.choice.model)
+        return prepared
 
     async def _prepare(self, request: RenderRequest) -> Prepared:
         """The render, in its own span; counts contract failures and the prompt's size."""
