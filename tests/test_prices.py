@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.config import ModelPrice, Settings
+from app.config import ModelPrice, Settings, get_settings
 from app.errors import ConfigurationError
 from app.observability.metric_labels import LabelVocabulary
 from app.observability.metrics import Metrics
@@ -249,3 +251,101 @@ async def test_the_cost_reaches_the_envelope_the_record_and_the_metrics(
     assert samples[("genai_cost_usd_total", openai)] == pytest.approx(expected)
     assert samples[("genai_tokens_total", (("kind", "cached_input"), *openai))] == 200
     assert samples[("genai_tokens_total", (("kind", "input"), *openai))] == 1_000
+
+
+def test_every_shipped_entry_says_where_and_when_its_price_was_read() -> None:
+    for key in ("openai/gpt-4o", "anthropic/claude-sonnet-4-5", "ollama/llama3.2"):
+        provider, model = key.split("/")
+        price = SHIPPED.price(provider, model)
+        assert price is not None and price.source and price.as_of is not None, key
+    own = SHIPPED.price("anthropic", "claude-sonnet-4-6")
+    default = SHIPPED.price("anthropic", "claude-sonnet-4-5")
+    assert own is not None and default is not None
+    assert own.as_of != default.as_of  # an entry's own date overrides its provider's
+
+
+def test_anthropic_cache_writes_are_priced_at_their_published_multiples() -> None:
+    for model in ("claude-opus-4-5", "claude-sonnet-4-5", "claude-haiku-4-5", "claude-3-5-haiku"):
+        price = SHIPPED.price("anthropic", model)
+        assert price is not None and price.cache_write is not None
+        assert price.cache_write == pytest.approx(1.25 * price.input), model
+        assert price.cache_write_1h == pytest.approx(2 * price.input), model
+        assert price.cached_input == pytest.approx(0.1 * price.input), model
+
+
+def test_each_kind_of_prompt_token_is_charged_once_at_its_rate() -> None:
+    usage = Usage(
+        input_tokens=10_000,
+        cached_input_tokens=5_000,
+        cache_write_tokens=3_000,
+        cache_write_1h_tokens=1_000,
+        output_tokens=500,
+    )
+    cost = SHIPPED.cost("anthropic", "claude-sonnet-4-5", usage)
+    # 2000 x 3 + 5000 x 0.30 + 2000 x 3.75 + 1000 x 6 + 500 x 15 = 28500 µ$
+    # without the cache: 10000 x 3 + 7500 = 37500 µ$
+    assert cost is not None and (cost.usd, cost.saved_usd) == (0.0285, 0.009)
+
+
+def test_openai_cache_writes_cost_as_much_as_input() -> None:
+    written = Usage(input_tokens=10_000, cache_write_tokens=8_000, output_tokens=0)
+    plain = Usage(input_tokens=10_000, output_tokens=0)
+    assert cost_usd(SHIPPED, "openai", "gpt-5", written) == cost_usd(
+        SHIPPED, "openai", "gpt-5", plain
+    )
+
+
+def test_an_override_sets_every_new_field_and_a_tier() -> None:
+    table = PriceTable.load(
+        {
+            "vllm/*": ModelPrice.model_validate(
+                {
+                    "input": 1.0,
+                    "cached_input": 0.1,
+                    "cache_write": 2.0,
+                    "output": 4.0,
+                    "long_context": {
+                        "threshold": 100,
+                        "input": 10.0,
+                        "cached_input": 1.0,
+                        "cache_write": 20.0,
+                        "output": 40.0,
+                    },
+                }
+            )
+        }
+    )
+    short = Usage(
+        input_tokens=100, cache_write_tokens=50, cache_write_1h_tokens=50, output_tokens=1
+    )
+    long = short.model_copy(update={"input_tokens": 101})
+    # 50 plain x 1 + 50 one-hour writes at the 5-minute rate (no 1h rate) x 2 + 1 x 4 = 154 µ$
+    assert cost_usd(table, "vllm", "qwen", short) == 0.000154
+    # 51 x 10 + 50 x 20 + 1 x 40 = 1550 µ$
+    assert cost_usd(table, "vllm", "qwen", long) == 0.00155
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"input": 1, "output": 1, "cache_write_1h": -1},
+        {"input": 1, "output": 1, "long_context": {"input": 2, "output": 2}},
+        {
+            "input": 1,
+            "cached_input": 0.1,
+            "output": 1,
+            "long_context": {"threshold": 9, "input": 2, "output": 2},
+        },
+        {"input": 1, "output": 1, "as_of": "late 2025"},
+        {"input": 1, "output": 1, "cache_read": 0.1},
+    ],
+)
+def test_a_malformed_price_entry_fails_at_start(
+    monkeypatch: pytest.MonkeyPatch, entry: dict[str, object]
+) -> None:
+    monkeypatch.setenv("GENAI_PRICES", json.dumps({"vllm/*": entry}))
+    get_settings.cache_clear()
+    with pytest.raises(ConfigurationError) as caught:
+        get_settings()
+    get_settings.cache_clear()
+    assert caught.value.setting.startswith("GENAI_PRICES")
