@@ -192,8 +192,8 @@ def test_metrics_count_tokens_by_kind_and_the_cost() -> None:
     )
     metrics = Metrics(labels=configured)
     usage = Usage(input_tokens=100, cached_input_tokens=40, output_tokens=30, reasoning_tokens=10)
-    metrics.record_usage("openai", "o4-mini", usage, 0.0012)
-    metrics.record_usage("openai", "o4-mini", usage, 0.0012)
+    metrics.record_usage("openai", "o4-mini", usage, 0.0012, saved_usd=0.0003)
+    metrics.record_usage("openai", "o4-mini", usage, 0.0012, saved_usd=-0.0001)
     metrics.record_usage("vllm", "qwen", Usage(input_tokens=5, output_tokens=5), None)
 
     def tokens(kind: str, model: str = "o4-mini") -> float | None:
@@ -213,6 +213,11 @@ def test_metrics_count_tokens_by_kind_and_the_cost() -> None:
         "genai_cost_usd_total", {"provider": "openai", "model": "o4-mini"}
     )
     assert cost == pytest.approx(0.0024)
+    # A negative saving (cache writes) lowers the without-cache total, the counter still rises.
+    without_cache = metrics.registry.get_sample_value(
+        "genai_cost_without_cache_usd_total", {"provider": "openai", "model": "o4-mini"}
+    )
+    assert without_cache == pytest.approx(0.0015 + 0.0011)
     unpriced = {"provider": "vllm", "model": "qwen"}
     assert metrics.registry.get_sample_value("genai_cost_usd_total", unpriced) is None
 
