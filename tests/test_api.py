@@ -42,8 +42,10 @@ async def test_completion_envelope_holds_exactly_what_was_sent_upstream(
     system, messages = envelope["prompt"]["system"], envelope["prompt"]["messages"]
     assert "at most 40 words" in system
     assert messages == [{"role": "user", "content": "Long text."}]
-    if provider == "anthropic":
-        assert body["system"] == system
+    if provider == "anthropic":  # a pattern's system prompt is a prompt-cache breakpoint
+        assert body["system"] == [
+            {"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}
+        ]
         assert body["messages"] == messages
     else:
         assert body["messages"] == [{"role": "system", "content": system}, *messages]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.config import ModelPrice, Settings
+from app.config import ModelPrice, Settings, get_settings
 from app.errors import ConfigurationError
 from app.observability.metric_labels import LabelVocabulary
 from app.observability.metrics import Metrics
@@ -27,6 +29,11 @@ REQUEST = {
 
 def per_million(tokens: int, usd: float) -> float:
     return tokens * usd / 1_000_000
+
+
+def cost_usd(table: PriceTable, provider: str, model: str, usage: Usage) -> float | None:
+    priced = table.cost(provider, model, usage)
+    return None if priced is None else priced.usd
 
 
 def test_the_shipped_table_prices_the_common_models() -> None:
@@ -52,14 +59,14 @@ def test_cached_input_is_charged_at_its_own_rate_and_only_once() -> None:
     usage = Usage(input_tokens=10_000, cached_input_tokens=4_000, output_tokens=2_000)
     # gpt-4o-mini: 0.15 input, 0.075 cached input, 0.60 output per million.
     expected = per_million(6_000, 0.15) + per_million(4_000, 0.075) + per_million(2_000, 0.60)
-    assert SHIPPED.cost_usd("openai", "gpt-4o-mini", usage) == pytest.approx(expected)
+    assert cost_usd(SHIPPED, "openai", "gpt-4o-mini", usage) == pytest.approx(expected)
 
 
 def test_reasoning_tokens_are_output_tokens_and_not_charged_again() -> None:
     plain = Usage(input_tokens=1_000, output_tokens=5_000)
     thinking = Usage(input_tokens=1_000, output_tokens=5_000, reasoning_tokens=4_000)
-    cost = SHIPPED.cost_usd("openai", "o4-mini", thinking)
-    assert cost == SHIPPED.cost_usd("openai", "o4-mini", plain)
+    cost = cost_usd(SHIPPED, "openai", "o4-mini", thinking)
+    assert cost == cost_usd(SHIPPED, "openai", "o4-mini", plain)
     assert cost == pytest.approx(per_million(1_000, 1.10) + per_million(5_000, 4.40))
 
 
@@ -67,22 +74,22 @@ def test_without_a_cached_rate_cached_input_costs_as_much_as_input() -> None:
     table = PriceTable.load({"vllm/*": ModelPrice(input=1.0, output=2.0)})
     cached = Usage(input_tokens=1_000, cached_input_tokens=1_000, output_tokens=0)
     uncached = Usage(input_tokens=1_000, output_tokens=0)
-    assert table.cost_usd("vllm", "qwen", cached) == table.cost_usd("vllm", "qwen", uncached)
-    assert table.cost_usd("vllm", "qwen", cached) == pytest.approx(0.001)
+    assert cost_usd(table, "vllm", "qwen", cached) == cost_usd(table, "vllm", "qwen", uncached)
+    assert cost_usd(table, "vllm", "qwen", cached) == pytest.approx(0.001)
 
 
 def test_an_unpriced_model_or_unreported_usage_has_no_cost() -> None:
     usage = Usage(input_tokens=10, output_tokens=10)
-    assert SHIPPED.cost_usd("groq", "llama-3.1-8b-instant", usage) is None
-    assert SHIPPED.cost_usd("openai", "gpt-unknown", usage) is None
-    assert SHIPPED.cost_usd("openai", "gpt-4o", Usage()) is None
-    assert SHIPPED.cost_usd("openai", "gpt-4o", Usage(input_tokens=10)) is None
+    assert cost_usd(SHIPPED, "groq", "llama-3.1-8b-instant", usage) is None
+    assert cost_usd(SHIPPED, "openai", "gpt-unknown", usage) is None
+    assert cost_usd(SHIPPED, "openai", "gpt-4o", Usage()) is None
+    assert cost_usd(SHIPPED, "openai", "gpt-4o", Usage(input_tokens=10)) is None
 
 
 def test_local_ollama_models_cost_nothing() -> None:
     usage = Usage(input_tokens=5_000, output_tokens=5_000)
-    assert SHIPPED.cost_usd("ollama", "llama3.2", usage) == 0.0
-    assert SHIPPED.cost_usd("ollama", "qwen2.5:14b-instruct", usage) == 0.0
+    assert cost_usd(SHIPPED, "ollama", "llama3.2", usage) == 0.0
+    assert cost_usd(SHIPPED, "ollama", "qwen2.5:14b-instruct", usage) == 0.0
 
 
 @pytest.mark.parametrize(
@@ -173,8 +180,8 @@ def test_cost_is_never_negative_and_caching_never_costs_more(
     )
     uncached = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
     for provider, model in [("openai", "gpt-4.1"), ("anthropic", "claude-sonnet-4-5")]:
-        with_cache = SHIPPED.cost_usd(provider, model, usage)
-        without = SHIPPED.cost_usd(provider, model, uncached)
+        with_cache = cost_usd(SHIPPED, provider, model, usage)
+        without = cost_usd(SHIPPED, provider, model, uncached)
         assert with_cache is not None and without is not None
         assert 0 <= with_cache <= without
 
@@ -185,8 +192,8 @@ def test_metrics_count_tokens_by_kind_and_the_cost() -> None:
     )
     metrics = Metrics(labels=configured)
     usage = Usage(input_tokens=100, cached_input_tokens=40, output_tokens=30, reasoning_tokens=10)
-    metrics.record_usage("openai", "o4-mini", usage, 0.0012)
-    metrics.record_usage("openai", "o4-mini", usage, 0.0012)
+    metrics.record_usage("openai", "o4-mini", usage, 0.0012, saved_usd=0.0003)
+    metrics.record_usage("openai", "o4-mini", usage, 0.0012, saved_usd=-0.0001)
     metrics.record_usage("vllm", "qwen", Usage(input_tokens=5, output_tokens=5), None)
 
     def tokens(kind: str, model: str = "o4-mini") -> float | None:
@@ -206,6 +213,11 @@ def test_metrics_count_tokens_by_kind_and_the_cost() -> None:
         "genai_cost_usd_total", {"provider": "openai", "model": "o4-mini"}
     )
     assert cost == pytest.approx(0.0024)
+    # A negative saving (cache writes) lowers the without-cache total, the counter still rises.
+    without_cache = metrics.registry.get_sample_value(
+        "genai_cost_without_cache_usd_total", {"provider": "openai", "model": "o4-mini"}
+    )
+    assert without_cache == pytest.approx(0.0015 + 0.0011)
     unpriced = {"provider": "vllm", "model": "qwen"}
     assert metrics.registry.get_sample_value("genai_cost_usd_total", unpriced) is None
 
@@ -244,3 +256,101 @@ async def test_the_cost_reaches_the_envelope_the_record_and_the_metrics(
     assert samples[("genai_cost_usd_total", openai)] == pytest.approx(expected)
     assert samples[("genai_tokens_total", (("kind", "cached_input"), *openai))] == 200
     assert samples[("genai_tokens_total", (("kind", "input"), *openai))] == 1_000
+
+
+def test_every_shipped_entry_says_where_and_when_its_price_was_read() -> None:
+    for key in ("openai/gpt-4o", "anthropic/claude-sonnet-4-5", "ollama/llama3.2"):
+        provider, model = key.split("/")
+        price = SHIPPED.price(provider, model)
+        assert price is not None and price.source and price.as_of is not None, key
+    own = SHIPPED.price("anthropic", "claude-sonnet-4-6")
+    default = SHIPPED.price("anthropic", "claude-sonnet-4-5")
+    assert own is not None and default is not None
+    assert own.as_of != default.as_of  # an entry's own date overrides its provider's
+
+
+def test_anthropic_cache_writes_are_priced_at_their_published_multiples() -> None:
+    for model in ("claude-opus-4-5", "claude-sonnet-4-5", "claude-haiku-4-5", "claude-3-5-haiku"):
+        price = SHIPPED.price("anthropic", model)
+        assert price is not None and price.cache_write is not None
+        assert price.cache_write == pytest.approx(1.25 * price.input), model
+        assert price.cache_write_1h == pytest.approx(2 * price.input), model
+        assert price.cached_input == pytest.approx(0.1 * price.input), model
+
+
+def test_each_kind_of_prompt_token_is_charged_once_at_its_rate() -> None:
+    usage = Usage(
+        input_tokens=10_000,
+        cached_input_tokens=5_000,
+        cache_write_tokens=3_000,
+        cache_write_1h_tokens=1_000,
+        output_tokens=500,
+    )
+    cost = SHIPPED.cost("anthropic", "claude-sonnet-4-5", usage)
+    # 2000 x 3 + 5000 x 0.30 + 2000 x 3.75 + 1000 x 6 + 500 x 15 = 28500 µ$
+    # without the cache: 10000 x 3 + 7500 = 37500 µ$
+    assert cost is not None and (cost.usd, cost.saved_usd) == (0.0285, 0.009)
+
+
+def test_openai_cache_writes_cost_as_much_as_input() -> None:
+    written = Usage(input_tokens=10_000, cache_write_tokens=8_000, output_tokens=0)
+    plain = Usage(input_tokens=10_000, output_tokens=0)
+    assert cost_usd(SHIPPED, "openai", "gpt-5", written) == cost_usd(
+        SHIPPED, "openai", "gpt-5", plain
+    )
+
+
+def test_an_override_sets_every_new_field_and_a_tier() -> None:
+    table = PriceTable.load(
+        {
+            "vllm/*": ModelPrice.model_validate(
+                {
+                    "input": 1.0,
+                    "cached_input": 0.1,
+                    "cache_write": 2.0,
+                    "output": 4.0,
+                    "long_context": {
+                        "threshold": 100,
+                        "input": 10.0,
+                        "cached_input": 1.0,
+                        "cache_write": 20.0,
+                        "output": 40.0,
+                    },
+                }
+            )
+        }
+    )
+    short = Usage(
+        input_tokens=100, cache_write_tokens=50, cache_write_1h_tokens=50, output_tokens=1
+    )
+    long = short.model_copy(update={"input_tokens": 101})
+    # 50 plain x 1 + 50 one-hour writes at the 5-minute rate (no 1h rate) x 2 + 1 x 4 = 154 µ$
+    assert cost_usd(table, "vllm", "qwen", short) == 0.000154
+    # 51 x 10 + 50 x 20 + 1 x 40 = 1550 µ$
+    assert cost_usd(table, "vllm", "qwen", long) == 0.00155
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"input": 1, "output": 1, "cache_write_1h": -1},
+        {"input": 1, "output": 1, "long_context": {"input": 2, "output": 2}},
+        {
+            "input": 1,
+            "cached_input": 0.1,
+            "output": 1,
+            "long_context": {"threshold": 9, "input": 2, "output": 2},
+        },
+        {"input": 1, "output": 1, "as_of": "late 2025"},
+        {"input": 1, "output": 1, "cache_read": 0.1},
+    ],
+)
+def test_a_malformed_price_entry_fails_at_start(
+    monkeypatch: pytest.MonkeyPatch, entry: dict[str, object]
+) -> None:
+    monkeypatch.setenv("GENAI_PRICES", json.dumps({"vllm/*": entry}))
+    get_settings.cache_clear()
+    with pytest.raises(ConfigurationError) as caught:
+        get_settings()
+    get_settings.cache_clear()
+    assert caught.value.setting.startswith("GENAI_PRICES")

@@ -195,6 +195,8 @@ async def test_an_answer_without_usage_reports_none(
                 output_tokens=393,
                 total_tokens=188500,
                 cached_input_tokens=0,
+                cache_write_tokens=188086,
+                cache_write_1h_tokens=0,
             ),
             id="first call writes the cache",
         ),
@@ -210,6 +212,7 @@ async def test_an_answer_without_usage_reports_none(
                 output_tokens=393,
                 total_tokens=188500,
                 cached_input_tokens=188086,
+                cache_write_tokens=0,
             ),
             id="second call reads it",
         ),
@@ -244,7 +247,11 @@ async def test_anthropic_streamed_usage_joins_message_start_and_message_delta(
     )
     reply = await streamed(registry, "anthropic")
     assert reply.usage == Usage(
-        input_tokens=2021, output_tokens=393, total_tokens=2414, cached_input_tokens=1800
+        input_tokens=2021,
+        output_tokens=393,
+        total_tokens=2414,
+        cached_input_tokens=1800,
+        cache_write_tokens=200,
     )
 
 

@@ -214,13 +214,16 @@ def _finish(reason: FinishReason) -> OpenAIFinish:
 
 
 def _usage(usage: Usage) -> ChatUsage:
+    """OpenAI's prompt_tokens include cache reads and writes, as the gateway's input_tokens do;
+    its details name both (whichever provider answered)."""
     prompt, completion = usage.input_tokens or 0, usage.output_tokens or 0
+    cached, writes = usage.cached_input_tokens, usage.cache_write_tokens
     return ChatUsage(
         prompt_tokens=prompt,
         completion_tokens=completion,
         total_tokens=usage.total_tokens or prompt + completion,
-        prompt_tokens_details=PromptTokensDetails(cached_tokens=usage.cached_input_tokens)
-        if usage.cached_input_tokens is not None
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=cached, cache_write_tokens=writes)
+        if cached is not None or writes is not None
         else None,
         completion_tokens_details=CompletionTokensDetails(reasoning_tokens=usage.reasoning_tokens)
         if usage.reasoning_tokens is not None

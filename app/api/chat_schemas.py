@@ -288,6 +288,7 @@ class Choice(BaseModel):
 
 class PromptTokensDetails(BaseModel):
     cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 class CompletionTokensDetails(BaseModel):

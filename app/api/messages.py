@@ -30,6 +30,7 @@ from app.api.error_dialects import anthropic_error
 from app.api.errors import error_responses
 from app.api.messages_schemas import (
     IGNORED,
+    AnthropicCacheCreation,
     AnthropicCountTokensRequest,
     AnthropicMessage,
     AnthropicMessagesRequest,
@@ -188,12 +189,24 @@ def content_blocks(response: CompletionResponse) -> list[dict[str, Any]]:
 
 
 def _usage(usage: GatewayUsage) -> AnthropicUsage:
-    """Anthropic counts cache reads beside `input_tokens`; the gateway counts them in it."""
-    cached = usage.cached_input_tokens
+    """Anthropic counts cache reads and writes beside `input_tokens`; the gateway counts them in
+    it. The writes' split by lifetime goes with them when the provider reported it."""
+    cached, writes, writes_1h = (
+        usage.cached_input_tokens,
+        usage.cache_write_tokens,
+        usage.cache_write_1h_tokens,
+    )
+    split = None
+    if writes is not None and writes_1h is not None:
+        split = AnthropicCacheCreation(
+            ephemeral_5m_input_tokens=writes - writes_1h, ephemeral_1h_input_tokens=writes_1h
+        )
     return AnthropicUsage(
-        input_tokens=max((usage.input_tokens or 0) - (cached or 0), 0),
+        input_tokens=max((usage.input_tokens or 0) - (cached or 0) - (writes or 0), 0),
         output_tokens=usage.output_tokens or 0,
         cache_read_input_tokens=cached,
+        cache_creation_input_tokens=writes,
+        cache_creation=split,
     )
 
 

@@ -210,11 +210,17 @@ class AnthropicCountTokensRequest(AnthropicMessagesRequest):
     max_tokens: Annotated[int, Field(ge=1, le=1_000_000), JSON_INTEGER] = 1
 
 
+class AnthropicCacheCreation(BaseModel):
+    ephemeral_5m_input_tokens: int
+    ephemeral_1h_input_tokens: int
+
+
 class AnthropicUsage(BaseModel):
     input_tokens: int
     output_tokens: int
     cache_read_input_tokens: int | None = None
     cache_creation_input_tokens: int | None = None
+    cache_creation: AnthropicCacheCreation | None = None
 
 
 AnthropicStopReason = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use", "refusal"]

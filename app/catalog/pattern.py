@@ -85,6 +85,12 @@ class PatternMeta(BaseModel):
         description="Answer repeats of an identical request from the response cache; a "
         "request's own `cache` flag overrides this.",
     )
+    prompt_cache: bool = Field(
+        default=True,
+        description="Mark the system prompt as a prompt-cache breakpoint for providers that "
+        "take one (Anthropic), so repeats read it at the cache rate; false when the system "
+        "prompt differs on most requests and each write would cost more than plain input.",
+    )
     tools: list[Tool] = Field(
         default_factory=list,
         description="Functions the model may call (name, description, parameters: a JSON "

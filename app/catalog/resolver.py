@@ -84,6 +84,7 @@ class SourceResolver:
             tags=tuple(meta.tags),
             fallbacks=tuple(meta.fallbacks),
             cache=meta.cache,
+            prompt_cache=meta.prompt_cache,
             params=meta.params,
             tools=meta.toolset,
         )

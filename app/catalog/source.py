@@ -39,6 +39,9 @@ class RenderedSource:
     tags: tuple[str, ...] = ()
     fallbacks: tuple[str, ...] = ()  # the pattern's own fallback chain
     cache: bool = False  # front-matter `cache: true`; templates have none, so never by default
+    # The system prompt may be a provider's prompt-cache breakpoint: a pattern's, unless its
+    # front-matter says `prompt_cache: false`; never a caller's (the doors carry their markers).
+    prompt_cache: bool = False
     params: ModelParams = field(default_factory=ModelParams)
     template_id: int | None = None
     role: str | None = None

@@ -1,6 +1,7 @@
 """Settings in one typed object (settings.py), read from the environment, `.env` and the
 `genai.yaml` file (file.py); `from app.config import Settings` is the way in."""
 
+from app.config.prices import LongContextPrice, ModelPrice, TokenRates
 from app.config.settings import (
     BUILTIN_PROVIDERS,
     TASK_MODEL_ENV_PREFIX,
@@ -9,7 +10,6 @@ from app.config.settings import (
     CacheSettings,
     EndpointSettings,
     LimitSettings,
-    ModelPrice,
     OllamaSettings,
     OpenAISettings,
     QuotaSettings,
@@ -29,12 +29,14 @@ __all__ = [
     "CacheSettings",
     "EndpointSettings",
     "LimitSettings",
+    "LongContextPrice",
     "ModelPrice",
     "OllamaSettings",
     "OpenAISettings",
     "QuotaSettings",
     "RequestSettings",
     "Settings",
+    "TokenRates",
     "UpstreamSettings",
     "get_settings",
     "settings_error",

@@ -21,6 +21,7 @@ from pydantic_settings import (
 )
 
 from app.config.file import ConfigFileSource
+from app.config.prices import ModelPrice
 from app.errors import ConfigurationError
 from app.schemas.base import InputLimits
 
@@ -190,19 +191,6 @@ class LimitSettings(BaseModel):
     retry_after_seconds: float = Field(
         default=1.0, gt=0, description="The Retry-After a shed request is given."
     )
-
-
-class ModelPrice(BaseModel):
-    """USD per million tokens; reasoning tokens are output tokens and billed as such."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    input: float = Field(ge=0)
-    cached_input: float | None = Field(
-        default=None,
-        ge=0,
-        description="Prompt tokens read from the provider's cache; default: the input price.",
-    )
-    output: float = Field(ge=0)
 
 
 class AuditSettings(BaseModel):

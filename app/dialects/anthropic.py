@@ -99,6 +99,28 @@ def system_to_wire(system: str, leading: Iterable[Message]) -> str | list[Wire] 
     return [part_to_wire(part) for part in parts]
 
 
+MAX_BREAKPOINTS = 4  # cache_control markers the Messages API takes in one request
+
+
+def breakpoints(wire: Any) -> int:
+    """How many cache markers a body (or a part of one) carries."""
+    if isinstance(wire, dict):
+        return ("cache_control" in wire) + sum(breakpoints(v) for v in wire.values())
+    if isinstance(wire, list):
+        return sum(breakpoints(v) for v in wire)
+    return 0
+
+
+def system_marked(system: str | list[Wire]) -> list[Wire]:
+    """The top-level `system` with its first block (the prompt's own text) a cache breakpoint;
+    a marker already there (the caller's, perhaps with a 1-hour ttl) is kept as it is."""
+    text: Wire = {"type": "text", "text": system}
+    blocks = [text] if isinstance(system, str) else list(system)
+    if blocks and "cache_control" not in blocks[0]:
+        blocks[0] = {**blocks[0], "cache_control": CacheControl().model_dump(mode="json")}
+    return blocks
+
+
 def messages_to_wire(system: str, messages: Sequence[Message]) -> tuple[Any, list[Wire]]:
     """(`system`, `messages`): tool results open the next user message, and a user turn that
     follows them joins it, as the Messages API requires."""

@@ -258,20 +258,41 @@ class Metrics:
             "Estimated spend in USD from the price table (unpriced models add nothing).",
             ["provider", "model"],
         )
+        # A saving can be negative (cache writes cost more than input), which a counter cannot
+        # take: what the calls would have cost without the cache is counted instead, and the
+        # saving is this minus genai_cost_usd_total.
+        self.uncached_cost_usd = families.counter(
+            "genai_cost_without_cache_usd",
+            "What the same calls would have cost with no provider prompt cache, in USD; minus "
+            "genai_cost_usd_total it is what the cache saved.",
+            ["provider", "model"],
+        )
 
-    def record_usage(self, provider: str, model: str, usage: Usage, cost: float | None) -> None:
-        """Count one upstream answer's tokens (the kinds the provider reported) and its cost."""
+    def record_usage(
+        self,
+        provider: str,
+        model: str,
+        usage: Usage,
+        cost: float | None,
+        *,
+        saved_usd: float | None = None,
+    ) -> None:
+        """Count one upstream answer's tokens (the kinds the provider reported), its cost and
+        what the prompt cache saved on it."""
         counts = {
             "input": usage.input_tokens,
             "output": usage.output_tokens,
             "cached_input": usage.cached_input_tokens,
             "reasoning": usage.reasoning_tokens,
+            "cache_write": usage.cache_write_tokens,
+            "cache_write_1h": usage.cache_write_1h_tokens,
         }
         for kind, tokens in counts.items():
             if tokens:
                 self.tokens.labels(provider, model, kind).inc(tokens)
         if cost is not None:
             self.cost_usd.labels(provider, model).inc(cost)
+            self.uncached_cost_usd.labels(provider, model).inc(cost + (saved_usd or 0.0))
 
     def exposition(self) -> bytes:
         """The text format for `/metrics`: this process's values, or every worker's summed."""

@@ -285,4 +285,5 @@ class Upstream:
             params=prepared.params,
             tools=prepared.prompt.tools,
             output=output,
+            cache_system=source.prompt_cache,
         )

@@ -6,9 +6,15 @@ SDK's `AsyncStream[object]` of decoded events.
 
 Usage: Anthropic's `input_tokens` counts only the prompt tokens after the last cache breakpoint;
 `cache_read_input_tokens` (served from the cache) and `cache_creation_input_tokens` (written to
-it) are reported beside it. The gateway's `input_tokens` is the whole prompt, as for every other
-provider: the sum of the three, with `cached_input_tokens` the cache reads among them; cache
-writes are counted as ordinary input. `total_tokens` is that input plus the output.
+it) are reported beside it, and `cache_creation` splits the writes by lifetime (5 minutes, 1
+hour), which Anthropic bills at different rates. The gateway's `input_tokens` is the whole prompt,
+as for every other provider: the sum of the three, with `cached_input_tokens` the cache reads and
+`cache_write_tokens` the writes among them (`cache_write_1h_tokens` the 1-hour ones among those).
+`total_tokens` is that input plus the output. Streamed, `message_start` carries the input side
+(the split included) and each `message_delta` the cumulative counts so far.
+
+A pattern's system prompt is the same for every request of a pattern version, so it is marked as
+a cache breakpoint (`ProviderCall.cache_system`) unless the request already uses all four.
 """
 
 from __future__ import annotations
@@ -74,24 +80,35 @@ class _Block(BaseModel):
     data: str | None = None
 
 
+class _CacheCreation(BaseModel):
+    """The cache writes by lifetime; together they make `cache_creation_input_tokens`."""
+
+    ephemeral_5m_input_tokens: int = 0
+    ephemeral_1h_input_tokens: int = 0
+
+
 class _Usage(BaseModel):
     input_tokens: int
     output_tokens: int
     cache_read_input_tokens: int | None = None
     cache_creation_input_tokens: int | None = None
+    cache_creation: _CacheCreation | None = None
 
     def normalized(self) -> Usage:
-        """The whole prompt as input (see the module docstring), the cache reads among it."""
+        """The whole prompt as input (see the module docstring), cache reads and writes among it."""
         prompt = (
             self.input_tokens
             + (self.cache_read_input_tokens or 0)
             + (self.cache_creation_input_tokens or 0)
         )
+        split = self.cache_creation
         return Usage(
             input_tokens=prompt,
             output_tokens=self.output_tokens,
             total_tokens=prompt + self.output_tokens,
             cached_input_tokens=self.cache_read_input_tokens,
+            cache_write_tokens=self.cache_creation_input_tokens,
+            cache_write_1h_tokens=split.ephemeral_1h_input_tokens if split else None,
         )
 
 
@@ -108,7 +125,8 @@ class _TokenCount(BaseModel):
 
 
 class _DeltaUsage(BaseModel):
-    """`message_delta`'s usage: cumulative counts, the output always, the rest when known."""
+    """`message_delta`'s usage: cumulative counts, the output always, the rest when known (it
+    has no lifetime split: that stays as `message_start` gave it)."""
 
     output_tokens: int | None = None
     input_tokens: int | None = None
@@ -343,6 +361,13 @@ class AnthropicProvider:
             output_config["format"] = dialect.output_format_to_wire(call.output.format)
         if output_config:
             body["output_config"] = output_config
+        if (
+            call.cache_system
+            and call.system
+            and "system" in body
+            and dialect.breakpoints(body) < dialect.MAX_BREAKPOINTS
+        ):
+            body["system"] = dialect.system_marked(body["system"])
         return body
 
     async def complete(self, call: ProviderCall) -> ProviderReply:

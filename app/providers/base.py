@@ -57,6 +57,9 @@ class ProviderCall:
     tools: ToolSet | None = None
     # Set only when the provider is to enforce the format natively.
     output: NativeOutput | None = None
+    # The system prompt is the same on every call of its source (a pattern version): a provider
+    # with prompt-cache breakpoints (Anthropic) marks it as one. Others ignore it.
+    cache_system: bool = False
 
 
 @dataclass(frozen=True, slots=True)

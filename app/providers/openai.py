@@ -8,8 +8,10 @@ use, once, in Rust (`bench/provider_calls.py` has the figures). Streams go throu
 plain dict, which we check against the small chunk model below.
 
 Usage: `prompt_tokens` already includes the cached ones (`prompt_tokens_details.cached_tokens`)
-and `completion_tokens` the reasoning ones (`completion_tokens_details.reasoning_tokens`), which
-is exactly the gateway's `Usage` convention, so they are copied as they are.
+and those written to the cache (`prompt_tokens_details.cache_write_tokens`, where reported), and
+`completion_tokens` the reasoning ones (`completion_tokens_details.reasoning_tokens`), which is
+exactly the gateway's `Usage` convention, so they are copied as they are. Streamed, the same
+usage arrives in a last chunk without choices, asked for with `stream_options.include_usage`.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ _UNREAD: RequestOptions = {**_OPTIONS, "headers": UNREAD_BODY}
 
 class _PromptDetails(BaseModel):
     cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 class _CompletionDetails(BaseModel):
@@ -79,6 +82,7 @@ class _Usage(BaseModel):
             output_tokens=self.completion_tokens,
             total_tokens=self.total_tokens,
             cached_input_tokens=prompt.cached_tokens if prompt else None,
+            cache_write_tokens=prompt.cache_write_tokens if prompt else None,
             reasoning_tokens=completion.reasoning_tokens if completion else None,
         )
 

@@ -99,6 +99,12 @@ class CompletionResponse(FrozenModel):
         description="What the call cost by the price table (every attempt that was billed); "
         "None when the model has no price.",
     )
+    cache_saved_usd: float | None = Field(
+        default=None,
+        description="What the provider's prompt cache saved: the cost with every prompt token "
+        "at the input rate minus `cost_usd` (negative when cache writes outweighed the reads); "
+        "None when the provider reported nothing about its cache or the model has no price.",
+    )
 
 
 class CallAttempt(FrozenModel):

@@ -42,6 +42,7 @@ def envelope_of(
     attempts: Sequence[CallAttempt],
     cost: float | None,
     cache: CacheUse,
+    cache_saved: float | None = None,
 ) -> CompletionEnvelope:
     """The one envelope, for an answer from the provider and one from the cache alike."""
     prepared, reply = answered.prepared, answered.answer.reply
@@ -57,6 +58,7 @@ def envelope_of(
             finish_reason=reply.finish_reason,
             usage=reply.usage,  # on a hit, the original call's: this request made none
             cost_usd=cost,
+            cache_saved_usd=cache_saved,
             tool_calls=list(reply.tool_calls),
             reasoning=list(reply.reasoning),
         ),
@@ -238,17 +240,19 @@ class Completion:
         """Record the answer, count it and remember it; its envelope."""
         reply, choice = answered.answer.reply, answered.prepared.choice
         outcomes = self.outcomes
-        cost = outcomes.prices.cost_usd(choice.provider, choice.name, reply.usage)
+        priced = outcomes.prices.cost(choice.provider, choice.name, reply.usage)
+        cost, saved = (priced.usd, priced.saved_usd) if priced is not None else (None, None)
         await outcomes.audit.completed(
             self.job,
             reply,
             self._call_run(upstream_ms, streamed=streamed),
             answered_by=answered.prepared,
             cost_usd=cost,
+            cache_saved_usd=saved,
         )
         metrics = outcomes.metrics
         metrics.completions.labels(choice.provider, "completed").inc()
-        metrics.record_usage(choice.provider, choice.name, reply.usage, cost)
+        metrics.record_usage(choice.provider, choice.name, reply.usage, cost, saved_usd=saved)
         metrics.upstream_seconds.labels(choice.provider, choice.name).observe(upstream_ms / 1000)
         request_facts().answered(  # the model that answered (a fallback, perhaps)
             provider=choice.provider,
@@ -264,6 +268,7 @@ class Completion:
             answered,
             attempts=self.run.attempts,
             cost=cost,
+            cache_saved=saved,
             cache=self.cache_use,
         )
         await outcomes.remember(self.key, envelope)

@@ -90,7 +90,9 @@ class Reply:
 
     Token counts are what the provider puts on the wire: Anthropic's ``input_tokens`` excludes
     ``cached_input_tokens`` (its ``cache_read_input_tokens``) and ``cache_write_tokens`` (its
-    ``cache_creation_input_tokens``); OpenAI's ``prompt_tokens`` includes the cached ones.
+    ``cache_creation_input_tokens``, split by lifetime in ``cache_creation`` when
+    ``cache_write_1h_tokens`` is given); OpenAI's ``prompt_tokens`` includes the cached ones and
+    the cache writes (its ``prompt_tokens_details.cache_write_tokens``).
     A streamed text goes out in ``chunks`` (default: one per word, spaces kept).
     """
 
@@ -110,6 +112,7 @@ class Reply:
     after: int = 0  # cut, reset, stream_error: how many text chunks go out first
     cached_input_tokens: int | None = None
     cache_write_tokens: int | None = None
+    cache_write_1h_tokens: int | None = None
     reasoning_tokens: int | None = None
     send_usage: bool = True
     tool_calls: tuple[FakeCall, ...] = ()
@@ -127,6 +130,7 @@ class Reply:
         chunk_delay: float = 0.0,
         cached_input_tokens: int | None = None,
         cache_write_tokens: int | None = None,
+        cache_write_1h_tokens: int | None = None,
         reasoning_tokens: int | None = None,
         send_usage: bool = True,
         tool_calls: tuple[FakeCall, ...] = (),
@@ -152,6 +156,7 @@ class Reply:
             chunk_delay=chunk_delay,
             cached_input_tokens=cached_input_tokens,
             cache_write_tokens=cache_write_tokens,
+            cache_write_1h_tokens=cache_write_1h_tokens,
             reasoning_tokens=reasoning_tokens,
             send_usage=send_usage,
         )
@@ -298,11 +303,13 @@ def _forced_tool(body: dict[str, Any]) -> str | None:
 def _openai_usage(reply: Reply) -> dict[str, Any]:
     i, o = reply.input_tokens, reply.output_tokens
     usage: dict[str, Any] = {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
-    if reply.cached_input_tokens is not None:
+    if reply.cached_input_tokens is not None or reply.cache_write_tokens is not None:
         usage["prompt_tokens_details"] = {
-            "cached_tokens": reply.cached_input_tokens,
+            "cached_tokens": reply.cached_input_tokens or 0,
             "audio_tokens": 0,
         }
+        if reply.cache_write_tokens is not None:
+            usage["prompt_tokens_details"]["cache_write_tokens"] = reply.cache_write_tokens
     if reply.reasoning_tokens is not None:
         usage["completion_tokens_details"] = {
             "reasoning_tokens": reply.reasoning_tokens,
@@ -313,10 +320,17 @@ def _openai_usage(reply: Reply) -> dict[str, Any]:
     return usage
 
 
-def _anthropic_usage(reply: Reply, output_tokens: int) -> dict[str, Any]:
+def _anthropic_usage(reply: Reply, output_tokens: int, *, split: bool = True) -> dict[str, Any]:
+    """A message's usage; `split=False` is message_delta's (cumulative counts, no `cache_creation`
+    object, as the API sends it)."""
     usage: dict[str, Any] = {"input_tokens": reply.input_tokens, "output_tokens": output_tokens}
     if reply.cache_write_tokens is not None:
         usage["cache_creation_input_tokens"] = reply.cache_write_tokens
+        if split and reply.cache_write_1h_tokens is not None:
+            usage["cache_creation"] = {
+                "ephemeral_5m_input_tokens": reply.cache_write_tokens - reply.cache_write_1h_tokens,
+                "ephemeral_1h_input_tokens": reply.cache_write_1h_tokens,
+            }
     if reply.cached_input_tokens is not None:
         usage["cache_read_input_tokens"] = reply.cached_input_tokens
     return usage
@@ -577,7 +591,7 @@ def _stream_plan(provider: Provider, reply: Reply, body: dict[str, Any], n: int)
                     {
                         "type": "message_delta",
                         "delta": {"stop_reason": stop, "stop_sequence": None},
-                        "usage": {"output_tokens": reply.output_tokens},
+                        "usage": _anthropic_usage(reply, reply.output_tokens, split=False),
                     },
                     "message_delta",
                 ),
