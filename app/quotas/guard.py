@@ -160,15 +160,18 @@ class QuotaGuard:
         self, provider: str, model: str, prompt_chars: int, params: ModelParams
     ) -> Estimate:
         """The worst case of one call: the prompt at a conservative chars-per-token rate, plus
-        every output token it may produce, at the model's input and output prices."""
+        every output token it may produce, at the dearest rate a prompt token may be billed at
+        (a cache write costs more than plain input) and the output rate, in the price tier the
+        prompt's size falls in."""
         input_tokens = math.ceil(prompt_chars / CHARS_PER_TOKEN_ESTIMATE)
         output_tokens = params.max_tokens or self._reserve_output
         price = self.prices.price(provider, model)
         usd = None
         if price is not None:
-            usd = (
-                input_tokens * price.input + output_tokens * price.output
-            ) / TOKENS_PER_PRICE_UNIT
+            rates = price.rates(input_tokens)
+            prompt_rate = max(rates.input, rates.write_rate, rates.write_1h_rate)
+            micro = input_tokens * prompt_rate + output_tokens * rates.output
+            usd = micro / TOKENS_PER_PRICE_UNIT
         return Estimate(tokens=input_tokens + output_tokens, usd=usd)
 
     async def admit(self, caller: Principal | None, prepared: Prepared) -> Reservation:
