@@ -18,6 +18,7 @@ from app.api import (
     messages,
     patterns,
     snippets,
+    teams,
     templates,
 )
 from app.api.errors import install_error_handlers
@@ -51,7 +52,8 @@ OPENAPI_TAGS = [
     {"name": "templates", "description": "Versioned prompt templates (database)."},
     {"name": "snippets", "description": "Reusable prompt fragments (database and files)."},
     {"name": "jobs", "description": "The audit trail: records, replay, drift."},
-    {"name": "keys", "description": "API keys and their scopes (admin)."},
+    {"name": "keys", "description": "API keys: scopes, limits, teams, expiry (admin)."},
+    {"name": "teams", "description": "Teams whose keys share budgets and rate limits (admin)."},
     {"name": "health", "description": "Probes and metrics for operators."},
     {
         "name": "openai-compatible",
@@ -71,7 +73,18 @@ def _metrics_of(app: FastAPI) -> Metrics | None:
 
 
 # Every router of the API, in the order a request is matched against them.
-API_MODULES = (completions, chat, messages, patterns, templates, snippets, jobs, keys, health)
+API_MODULES = (
+    completions,
+    chat,
+    messages,
+    patterns,
+    templates,
+    snippets,
+    jobs,
+    keys,
+    teams,
+    health,
+)
 
 
 def create_app(

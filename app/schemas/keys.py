@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -107,6 +107,17 @@ class _LimitInput(InputModel):
             found.append(Budget(usd=self.budget_usd, window=self.budget_window or "month"))
         return _unique_windows(found)
 
+    def changes(self) -> dict[str, Any]:
+        """The stored fields this input sets, by their names on the Info models: only what the
+        caller sent (a PATCH changes what it names; `null` removes a limit), and any budget
+        field replaces the whole budget list."""
+        sent = self.model_fields_set
+        found: dict[str, Any] = {}
+        if sent & {"budget_usd", "budget_window", "budgets"}:
+            found["budgets"] = [budget.model_dump() for budget in self.budget_list() or []]
+        found.update({name: getattr(self, name) for name in ("rpm", "tpm") if name in sent})
+        return found
+
 
 class _AccessInput(_LimitInput):
     allowed_models: list[str] | None = Field(
@@ -127,6 +138,14 @@ class _AccessInput(_LimitInput):
         default=None, pattern=TEAM_NAME, description="The team whose limits apply as well."
     )
 
+    def changes(self) -> dict[str, Any]:
+        sent = self.model_fields_set
+        fields = ("allowed_models", "allowed_patterns", "expires_at", "team")
+        return {
+            **super().changes(),
+            **{name: getattr(self, name) for name in fields if name in sent},
+        }
+
     @field_validator("allowed_models")
     @classmethod
     def _model_globs(cls, globs: list[str] | None) -> list[str] | None:
@@ -142,7 +161,7 @@ class _AccessInput(_LimitInput):
     def _aware(cls, when: dt.datetime | None) -> dt.datetime | None:
         if when is not None and when.tzinfo is None:
             raise ValueError("expires_at needs a time zone (e.g. 2027-01-01T00:00:00Z)")
-        return when
+        return None if when is None else when.astimezone(dt.UTC)  # as it reads back
 
 
 def _checked_globs(globs: list[str] | None, shape: str, example: str) -> list[str] | None:
@@ -166,6 +185,19 @@ class ApiKeyUpdate(_AccessInput):
     """A change to a key's name or limits: only the fields sent change; `null` removes a limit."""
 
     name: str | None = Field(default=None, pattern=KEY_NAME)
+
+    @field_validator("name")
+    @classmethod
+    def _named(cls, name: str | None) -> str:
+        if name is None:  # only an explicit null gets here
+            raise ValueError("a key keeps a name; send a new one or leave `name` out")
+        return name
+
+    def changes(self) -> dict[str, Any]:
+        return {
+            **super().changes(),
+            **({"name": self.name} if "name" in self.model_fields_set else {}),
+        }
 
 
 class ApiKeyInfo(Allowlists, Limits):
