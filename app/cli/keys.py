@@ -122,10 +122,14 @@ def keys_update(
     clear_budget: ClearBudgetFlag = False,
     clear_rpm: ClearRpmFlag = False,
     clear_tpm: ClearTpmFlag = False,
-    any_model: Annotated[bool, typer.Option(help="Remove the model allowlist.")] = False,
-    any_pattern: Annotated[bool, typer.Option(help="Remove the pattern allowlist.")] = False,
-    no_expiry: Annotated[bool, typer.Option(help="The key never expires.")] = False,
-    no_team: Annotated[bool, typer.Option(help="The key leaves its team.")] = False,
+    any_model: Annotated[
+        bool, typer.Option("--any-model", help="Remove the model allowlist.")
+    ] = False,
+    any_pattern: Annotated[
+        bool, typer.Option("--any-pattern", help="Remove the pattern allowlist.")
+    ] = False,
+    no_expiry: Annotated[bool, typer.Option("--no-expiry", help="The key never expires.")] = False,
+    no_team: Annotated[bool, typer.Option("--no-team", help="The key leaves its team.")] = False,
 ) -> None:
     """Change only what the flags name (a new budget replaces the old ones); running services
     use the change within GENAI_AUTH_CACHE_SECONDS."""

@@ -27,9 +27,7 @@ BudgetWindowFlag = Annotated[
 ]
 RpmFlag = Annotated[int | None, typer.Option("--rpm", help="Requests per minute.")]
 TpmFlag = Annotated[int | None, typer.Option("--tpm", help="Tokens per minute (in + out).")]
-ClearBudgetFlag = Annotated[
-    bool, typer.Option("--clear-budget", help="Remove every budget (update only).")
-]
+ClearBudgetFlag = Annotated[bool, typer.Option("--clear-budget", help="Remove every budget.")]
 ClearRpmFlag = Annotated[bool, typer.Option("--clear-rpm", help="Remove the request rate limit.")]
 ClearTpmFlag = Annotated[bool, typer.Option("--clear-tpm", help="Remove the token rate limit.")]
 
