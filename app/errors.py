@@ -30,6 +30,9 @@
     │   ├── TemplateConflict           409 template_conflict    (a concurrent change won)
     │   ├── JobNotFound                404 job_not_found
     │   ├── ApiKeyNotFound             404 api_key_not_found
+    │   ├── TeamNotFound               404 team_not_found       (a key naming one: 422 at `team`)
+    │   ├── TeamExists                 409 team_exists
+    │   ├── TeamInUse                  409 team_in_use          (unrevoked keys still belong to it)
     │   ├── ReplayUnavailable          409 replay_unavailable   (inputs not kept, or unreadable)
     │   ├── SnippetNotFound            404 snippet_not_found
     │   ├── SnippetExists              409 snippet_exists
@@ -368,6 +371,65 @@ class ApiKeyNotFound(RequestProblem):
 
     def __init__(self, key_id: str) -> None:
         super().__init__(f"No API key with id {key_id!r}. GET /v1/keys lists them.")
+
+
+class TeamNotFound(RequestProblem):
+    """No such team at /v1/teams/{name}. A key that names a missing team is a field problem
+    instead (`no_such_team`: 422 at `team`), since the key's own path exists."""
+
+    status_code = 404
+    error_type = "team_not_found"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"No team named {name!r}. GET /v1/teams lists them.")
+        self.name = name
+
+    def details(self) -> dict[str, Any]:
+        return {"team": self.name}
+
+
+def no_such_team(name: str) -> InvalidRequest:
+    """A key's `team` names a team that does not exist (nothing is stored)."""
+    return InvalidRequest(
+        [
+            FieldProblem(
+                loc=["body", "team"],
+                msg=f"no team named {name!r}; create it first (POST /v1/teams)",
+                type="team_not_found",
+            )
+        ]
+    )
+
+
+class TeamExists(RequestProblem):
+    status_code = 409
+    error_type = "team_exists"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"A team named {name!r} exists; PATCH /v1/teams/{name} changes it.")
+        self.name = name
+
+    def details(self) -> dict[str, Any]:
+        return {"team": self.name}
+
+
+class TeamInUse(RequestProblem):
+    """A team is deleted only once none of its keys works any more: deleting it under live keys
+    would silently lift the limits those keys were given to share."""
+
+    status_code = 409
+    error_type = "team_in_use"
+
+    def __init__(self, name: str, keys: int) -> None:
+        super().__init__(
+            f"Team {name!r} still has {keys} unrevoked key(s); revoke them or move them to "
+            "another team (PATCH /v1/keys/{id}) first."
+        )
+        self.name = name
+        self.keys = keys
+
+    def details(self) -> dict[str, Any]:
+        return {"team": self.name, "keys": self.keys}
 
 
 class ReplayUnavailable(RequestProblem):

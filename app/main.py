@@ -19,6 +19,7 @@ from app.api import (
     messages,
     patterns,
     snippets,
+    teams,
     templates,
 )
 from app.api.errors import install_error_handlers
@@ -52,7 +53,8 @@ OPENAPI_TAGS = [
     {"name": "templates", "description": "Versioned prompt templates (database)."},
     {"name": "snippets", "description": "Reusable prompt fragments (database and files)."},
     {"name": "jobs", "description": "The audit trail: records, replay, drift."},
-    {"name": "keys", "description": "API keys and their scopes (admin)."},
+    {"name": "keys", "description": "API keys: scopes, limits, teams, expiry (admin)."},
+    {"name": "teams", "description": "Teams whose keys share budgets and rate limits (admin)."},
     {"name": "health", "description": "Probes and metrics for operators."},
     {
         "name": "openai-compatible",
@@ -83,6 +85,7 @@ API_MODULES = (
     jobs,
     key_limits,
     keys,
+    teams,
     health,
 )
 

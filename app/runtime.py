@@ -54,6 +54,7 @@ from app.store.jobs import JobRepository
 from app.store.keys import ApiKeyRepository
 from app.store.secrets import ReplayVault, load_or_create_key
 from app.store.snippets import SnippetRepository
+from app.store.teams import TeamRepository
 from app.store.templates import TemplateRepository
 from app.store.writer import AuditWriter
 
@@ -126,6 +127,7 @@ class Runtime:
     replayer: Replayer
     readiness: Readiness
     authenticator: Authenticator
+    teams: TeamRepository
     cache: ResponseCache
     limits: ConcurrencyLimits
     quotas: QuotaGuard
@@ -500,6 +502,7 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
         replayer=replayer,
         readiness=_readiness(settings, catalog.patterns, providers, store),
         authenticator=authenticator,
+        teams=TeamRepository(database.sessions),
         cache=cache,
         limits=limits,
         quotas=quotas,

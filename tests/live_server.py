@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import uvicorn
 
-from app.auth import Scope
 from app.config import Settings
 from app.main import create_app
+from app.schemas import ApiKeyCreate
 
 _START_SECONDS = 30.0
 
@@ -53,7 +53,7 @@ def live_gateway(settings: Settings) -> Iterator[LiveGateway]:
                 raise RuntimeError("the gateway did not start; its log says why")
             time.sleep(0.02)
         created = asyncio.run_coroutine_threadsafe(
-            app.state.runtime.authenticator.create(scope=Scope.admin, name="live-admin"),
+            app.state.runtime.authenticator.create(ApiKeyCreate(scope="admin", name="live-admin")),
             server_loop[0],
         ).result(timeout=_START_SECONDS)
         yield LiveGateway(base_url=f"http://127.0.0.1:{port}", admin_key=created.key)

@@ -4,12 +4,14 @@ They replace two built-in checks that are too coarse for a gateway:
 - `not_a_server_error` fails every 5xx, yet a caller that asks for a 2 ms deadline
   (`x-genai-deadline-ms`) is rightly answered 504 deadline_exceeded;
 - `positive_data_acceptance` fails every 4xx, yet the service has rules no schema can state
-  (a template must use exactly the variables it declares, a pattern needs its variables).
+  (a template must use exactly the variables it declares, a pattern needs its variables, a key's
+  team must exist and its expiry lie ahead).
 What must never happen is a 500 or a schema-valid request refused by validation itself.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import schemathesis
@@ -46,6 +48,43 @@ def _breaks_identifier_rule(case: Case) -> bool:
     return bool(body.get("identifier") != case.path_parameters.get("identifier"))
 
 
+_LIMIT_BODIES = frozenset(
+    {
+        ("POST", "/v1/keys"),
+        ("PATCH", "/v1/keys/{key_id}"),
+        ("POST", "/v1/teams"),
+        ("PATCH", "/v1/teams/{name}"),
+    }
+)
+
+
+def _breaks_limit_rule(case: Case) -> bool:
+    """Key and team bodies have rules no schema states: across fields (`budget_window` needs
+    `budget_usd`; one budget per window, `budget_usd` counting as its window, `month` by
+    default), against the clock (`expires_at` ahead) and against the store (`team` exists)."""
+    operation = case.operation
+    if (operation.method.upper(), operation.path) not in _LIMIT_BODIES:
+        return False
+    body = case.body if isinstance(case.body, dict) else {}
+    usd, window = body.get("budget_usd"), body.get("budget_window")
+    windows = [budget.get("window") for budget in body.get("budgets") or []]
+    if usd is not None:
+        windows.append(window or "month")
+    expires = body.get("expires_at")
+    past = isinstance(expires, str) and _instant(expires) <= dt.datetime.now(dt.UTC)
+    return (
+        (window is not None and usd is None)
+        or len(set(windows)) != len(windows)
+        or past
+        or body.get("team") is not None
+    )
+
+
+def _instant(text: str) -> dt.datetime:
+    when = dt.datetime.fromisoformat(text)
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
 @schemathesis.check
 def no_server_error(
     ctx: schemathesis.CheckContext, response: schemathesis.Response, case: Case
@@ -74,7 +113,7 @@ def schema_valid_passes_validation(
     400 bad_request): the document and the validators state the same rules."""
     if case.meta is None or not case.meta.generation.mode.is_positive:
         return None
-    if _breaks_identifier_rule(case):
+    if _breaks_identifier_rule(case) or _breaks_limit_rule(case):
         return None
     kind = _error_type(response)
     if response.status_code in (400, 422) and kind in SHAPE_REFUSALS:

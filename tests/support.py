@@ -13,10 +13,10 @@ import httpx
 from fastapi import FastAPI
 from typer.testing import CliRunner, Result
 
-from app.auth import Scope
 from app.cli.main import cli
 from app.config import AnthropicSettings, OllamaSettings, OpenAISettings, Settings, UpstreamSettings
 from app.main import create_app
+from app.schemas import ApiKeyCreate
 from tests.fakes.provider_server import FakeProviderServer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -89,7 +89,7 @@ async def running_app(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.
             headers = {}
             if not settings.auth_disabled:
                 admin = await app.state.runtime.authenticator.create(
-                    scope=Scope.admin, name="test-admin"
+                    ApiKeyCreate(scope="admin", name="test-admin")
                 )
                 headers["Authorization"] = f"Bearer {admin.key}"
             transport = httpx.ASGITransport(app=app)

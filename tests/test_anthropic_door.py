@@ -34,12 +34,11 @@ from anthropic.types import (
 from openai import AsyncOpenAI
 
 from app.audit.trail import AuditTrail
-from app.auth import Scope
 from app.catalog.chat import CHAT_HASHES
 from app.config import LimitSettings, Settings
 from app.main import create_app
+from app.schemas import ApiKeyCreate, ToolCall
 from app.schemas import Message as Turn
-from app.schemas import ToolCall
 from app.tracking import continuation_hash, user_prompt_hash
 from tests.fakes.provider_server import SIGNATURE, FakeCall, FakeProviderServer, Reply
 from tests.support import settings_for
@@ -113,8 +112,8 @@ async def serving(settings: Settings) -> AsyncIterator[Door]:
                 serve.result()  # start-up failed: raise its error
             await asyncio.sleep(0.01)
         runtime = app.state.runtime
-        caller = await runtime.authenticator.create(scope=Scope.complete, name="sdk")
-        admin = await runtime.authenticator.create(scope=Scope.admin, name="admin")
+        caller = await runtime.authenticator.create(ApiKeyCreate(scope="complete", name="sdk"))
+        admin = await runtime.authenticator.create(ApiKeyCreate(scope="admin", name="admin"))
         sdk = AsyncAnthropic(base_url=base_url, api_key=caller.key, max_retries=0)
         async with (
             sdk,

@@ -17,8 +17,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.auth import keys
 from app.auth.authenticator import Authenticator
-from app.auth.keys import Scope
 from app.errors import Unauthenticated
+from app.schemas import ApiKeyCreate
 from app.store.db import Database
 from app.store.keys import ApiKeyRepository
 from app.store.tables import ApiKey
@@ -213,7 +213,7 @@ async def test_concurrent_requests_with_an_uncached_key_share_one_lookup(
     refusal reaches every caller."""
     repository = ApiKeyRepository(database.sessions)
     authenticator = Authenticator(repository, b"s" * 32, cache_seconds=60, disabled=False)
-    created = await authenticator.create(scope=Scope.complete, name="busy")
+    created = await authenticator.create(ApiKeyCreate(scope="complete", name="busy"))
     lookups = 0
     find = repository.find
 

@@ -18,10 +18,9 @@ import pytest
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
-from app.auth import Scope
 from app.cache import cache_key
 from app.config import CacheSettings, Settings
-from app.schemas import ModelParams, Provenance, RenderedPrompt
+from app.schemas import ApiKeyCreate, ModelParams, Provenance, RenderedPrompt
 from app.store.secrets import new_key_text
 from tests.fakes.provider_server import FakeProviderServer, Reply
 from tests.support import running_app, serve_app, settings_for
@@ -282,7 +281,9 @@ async def test_each_api_key_has_its_own_entries_unless_shared_is_chosen(
     cache = CacheSettings() if scope is None else CacheSettings(scope=scope)
     settings = settings_for(fake, cache=cache)
     async with running_app(settings) as (app, http):
-        other = await app.state.runtime.authenticator.create(scope=Scope.complete, name="other")
+        other = await app.state.runtime.authenticator.create(
+            ApiKeyCreate(scope="complete", name="other")
+        )
         first = await complete(http, request)
         again = await complete(http, request)
         resp = await http.post(

@@ -311,6 +311,7 @@ def test_patterns_list_keeps_an_invalid_pattern_in_name_order(root: Path) -> Non
 
 def test_every_command_group_is_listed_in_help(cli_env: Callable[..., None]) -> None:
     listed = run("--help").stdout
-    for command in ("serve", "render", "patterns", "jobs", "drift", "templates", "keys", "db"):
+    groups = ("serve", "render", "patterns", "jobs", "drift", "templates", "keys", "teams", "db")
+    for command in groups:
         assert command in listed
     assert {"list", "show", "replay"} <= set(re.findall(r"│ (\w+)\s", run("jobs", "--help").stdout))

@@ -19,11 +19,10 @@ from pydantic import BaseModel
 
 from app.api import body
 from app.api.body import OffLoopBodyRoute
-from app.auth import Scope
 from app.concurrency import offload
 from app.concurrency.offload import OFFLOAD_CHARS, note_body_size, off_loop
 from app.main import API_MODULES
-from app.schemas import RenderRequest
+from app.schemas import ApiKeyCreate, RenderRequest
 from app.schemas.base import InputLimits, input_limits, unsafe_input
 from tests.fakes.provider_server import FakeProviderServer
 from tests.support import running_app, settings_for
@@ -149,7 +148,9 @@ async def test_a_caller_without_the_scope_gets_403_before_its_large_body_is_judg
     fake: FakeProviderServer,
 ) -> None:
     async with running_app(settings_for(fake)) as (app, http):
-        created = await app.state.runtime.authenticator.create(scope=Scope.complete, name="c")
+        created = await app.state.runtime.authenticator.create(
+            ApiKeyCreate(scope="complete", name="c")
+        )
         invalid = {"name": "t", "role": "r", "template": 5, "padding": "x" * (OFFLOAD_CHARS + 1)}
         headers = {"Authorization": f"Bearer {created.key}"}
         resp = await http.post("/v1/templates", json=invalid, headers=headers)

@@ -18,10 +18,10 @@ import uvicorn
 from openai import AsyncOpenAI
 
 from app.audit.trail import AuditTrail
-from app.auth import Scope
 from app.catalog.chat import CHAT_V2_SHA256
 from app.config import AnthropicSettings, LimitSettings, Settings
 from app.main import create_app
+from app.schemas import ApiKeyCreate
 from app.tracking import continuation_hash, user_prompt_hash, variables_hash
 from tests.fakes.provider_server import FakeProviderServer, Reply
 from tests.support import settings_for
@@ -62,8 +62,8 @@ async def serving(settings: Settings) -> AsyncIterator[Gateway]:
                 serve.result()  # start-up failed: raise its error
             await asyncio.sleep(0.01)
         authenticator = app.state.runtime.authenticator
-        caller = await authenticator.create(scope=Scope.complete, name="sdk")
-        admin = await authenticator.create(scope=Scope.admin, name="admin")
+        caller = await authenticator.create(ApiKeyCreate(scope="complete", name="sdk"))
+        admin = await authenticator.create(ApiKeyCreate(scope="admin", name="admin"))
         sdk = AsyncOpenAI(base_url=f"{base_url}/v1", api_key=caller.key, max_retries=0)
         async with (
             sdk,

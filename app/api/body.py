@@ -119,7 +119,14 @@ def _validated(field: Any, body: bytes) -> tuple[Any, list[dict[str, Any]]]:
 class _Invalid:
     """Handed to FastAPI in place of a body that failed validation: the route's dependencies
     still run first (a caller without the scope gets its 403, not the 422), then FastAPI refuses
-    this at once and the body's own errors are put in the place of that refusal."""
+    this at once and the body's own errors are put in the place of that refusal.
+
+    FastAPI validates a body model from attributes too, so reading any field of this fails:
+    otherwise a model whose fields are all optional (a PATCH body) would be made from it, empty,
+    and a refused body would be answered as an empty change."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise LookupError("this body failed validation")
 
 
 _INVALID = _Invalid()

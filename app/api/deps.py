@@ -31,6 +31,7 @@ from app.runtime import Runtime
 from app.schemas import CompletionEnvelope, RenderRequest
 from app.service import GenAIService
 from app.snippets import SnippetLibrary
+from app.store.teams import TeamRepository
 from app.store.templates import TemplateRepository
 
 
@@ -68,6 +69,10 @@ async def get_quotas(request: Request) -> QuotaGuard:
 
 async def get_authenticator(request: Request) -> Authenticator:
     return _runtime(request).authenticator
+
+
+async def get_teams(request: Request) -> TeamRepository:
+    return _runtime(request).teams
 
 
 # Declares the bearer scheme in the OpenAPI document; the Authenticator reads the header itself
@@ -205,6 +210,7 @@ RequestIdDep = Annotated[str | None, Depends(get_request_id)]
 CallerDep = Annotated[Principal | None, Depends(get_caller)]
 AuthenticatorDep = Annotated[Authenticator, Depends(get_authenticator)]
 QuotasDep = Annotated[QuotaGuard, Depends(get_quotas)]
+TeamsDep = Annotated[TeamRepository, Depends(get_teams)]
 RendererDep = Annotated[TemplateRenderer, Depends(get_renderer)]
 ReadinessDep = Annotated[Readiness, Depends(get_readiness)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]

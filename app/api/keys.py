@@ -1,17 +1,16 @@
-"""API keys over HTTP (admin only): mint one (shown once), list them, revoke one."""
+"""API keys over HTTP (admin only): mint one with its limits (shown once), read, change, list and
+revoke them. (`GET /v1/keys/me`, a key's own spend, is any key's and lives apart.)"""
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Path, status
+from fastapi import APIRouter, status
 from pydantic import BaseModel
 
 from app.api.body import OffLoopBodyRoute
 from app.api.deps import AuthenticatorDep, IsAdmin
 from app.api.errors import error_responses
-from app.auth.keys import Scope
-from app.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo
+from app.api.params import KeyIdPath
+from app.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, ApiKeyUpdate
 
 router = APIRouter(
     prefix="/v1/keys", tags=["keys"], dependencies=[IsAdmin], route_class=OffLoopBodyRoute
@@ -26,16 +25,38 @@ class ApiKeyList(BaseModel):
     "",
     operation_id="createApiKey",
     status_code=status.HTTP_201_CREATED,
-    summary="Mint a key; the response is the only time the key itself is shown",
+    summary="Mint a key with its limits; the response is the only time the key itself is shown",
     responses=error_responses(422),
 )
 async def create_api_key(body: ApiKeyCreate, authenticator: AuthenticatorDep) -> ApiKeyCreated:
-    return await authenticator.create(scope=Scope(body.scope), name=body.name)
+    return await authenticator.create(body)
 
 
 @router.get("", operation_id="listApiKeys", summary="Every key ever made (never the secrets)")
 async def list_api_keys(authenticator: AuthenticatorDep) -> ApiKeyList:
     return ApiKeyList(keys=await authenticator.list_keys())
+
+
+@router.get(
+    "/{key_id}",
+    operation_id="getApiKey",
+    summary="One key: its scope, team, limits and expiry (never the secret)",
+    responses=error_responses(404),
+)
+async def get_api_key(key_id: KeyIdPath, authenticator: AuthenticatorDep) -> ApiKeyInfo:
+    return await authenticator.get_key(key_id)
+
+
+@router.patch(
+    "/{key_id}",
+    operation_id="updateApiKey",
+    summary="Change a key's name, limits, team or expiry: only the fields sent; null removes one",
+    responses=error_responses(404, 422),
+)
+async def update_api_key(
+    key_id: KeyIdPath, body: ApiKeyUpdate, authenticator: AuthenticatorDep
+) -> ApiKeyInfo:
+    return await authenticator.update(key_id, body)
 
 
 @router.delete(
@@ -44,7 +65,5 @@ async def list_api_keys(authenticator: AuthenticatorDep) -> ApiKeyList:
     summary="Revoke a key: it stops working at once here, within the auth cache time elsewhere",
     responses=error_responses(404),
 )
-async def revoke_api_key(
-    key_id: Annotated[str, Path(pattern=r"^[0-9a-f]{16}$")], authenticator: AuthenticatorDep
-) -> ApiKeyInfo:
+async def revoke_api_key(key_id: KeyIdPath, authenticator: AuthenticatorDep) -> ApiKeyInfo:
     return await authenticator.revoke(key_id)

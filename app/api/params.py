@@ -7,9 +7,14 @@ from typing import Annotated
 from fastapi import Path, Query
 
 from app.schemas import INT32_MAX, JOB_ID, SLUG
+from app.schemas.keys import TEAM_NAME
 
 JobIdPath = Annotated[str, Path(pattern=JOB_ID, description="32 lowercase hex characters.")]
 SlugPath = Annotated[str, Path(pattern=SLUG, description="Letters, digits, `_`, `.`, `-`.")]
+KeyIdPath = Annotated[
+    str, Path(pattern=r"^[0-9a-f]{16}$", description="The id `GET /v1/keys` lists (16 hex).")
+]
+TeamPath = Annotated[str, Path(pattern=TEAM_NAME, description="Lowercase letters, digits, `_.-`.")]
 VersionPath = Annotated[int, Path(ge=1, le=INT32_MAX, description="A stored version number.")]
 SlugQuery = Annotated[str | None, Query(pattern=SLUG)]
 # Tags are free text, but never control characters (NUL included) and never long.

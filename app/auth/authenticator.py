@@ -1,12 +1,12 @@
 """Authenticator: turns an `Authorization` header into a principal with a scope, or refuses it.
 
 A verified key is trusted for `cache_seconds` (one dict lookup per request instead of a database
-round trip); revoking through the API forgets it at once in this process, other processes stop
-accepting it within `cache_seconds`. Concurrent requests with a key that is not cached share one
-lookup: when the cache entry of a busy key expires, hundreds of requests at once must not each
-take a database connection (they emptied the pool and were answered 503 `store_unavailable`).
-Last-use times are gathered in memory and written in the background, so authentication never
-writes on the request path.
+round trip); revoking or changing it (or its team) through the API forgets it at once in this
+process, other processes see the change within `cache_seconds`. Concurrent requests with a key
+that is not cached share one lookup: when the cache entry of a busy key expires, hundreds of
+requests at once must not each take a database connection (they emptied the pool and were
+answered 503 `store_unavailable`). Last-use times are gathered in memory and written in the
+background, so authentication never writes on the request path.
 """
 
 from __future__ import annotations
@@ -23,9 +23,16 @@ import structlog
 from app.auth import keys
 from app.auth.keys import Scope
 from app.auth.principal import ANONYMOUS_ADMIN, NO_LIMITS, Principal
-from app.errors import Forbidden, Unauthenticated
+from app.errors import Forbidden, InvalidRequest, Unauthenticated
 from app.observability.facts import request_facts
-from app.schemas import ApiKeyCreated, ApiKeyInfo, Limits
+from app.schemas import (
+    ApiKeyCreate,
+    ApiKeyCreated,
+    ApiKeyInfo,
+    ApiKeyUpdate,
+    FieldProblem,
+    Limits,
+)
 from app.store.keys import ApiKeyRepository, StoredKey
 
 log = structlog.get_logger(__name__)
@@ -155,31 +162,66 @@ class Authenticator:
             raise refused
         return principal_of(stored)
 
-    async def create(self, *, scope: Scope, name: str) -> ApiKeyCreated:
-        new = keys.mint(self._secret)
+    async def create(self, new: ApiKeyCreate) -> ApiKeyCreated:
+        """Mint a key with the scope, name and limits asked for; its team must exist."""
+        self._not_expired(new.expires_at)
+        minted = keys.mint(self._secret)
         info = await self.repository.add(
-            key_id=new.id, salt=new.salt, digest=new.digest, name=name, scope=scope.value
+            key_id=minted.id, salt=minted.salt, digest=minted.digest, new=new
         )
-        log.info("api_key_created", key_id=info.id, scope=scope.value)
-        return ApiKeyCreated(**info.model_dump(), key=new.text)
+        log.info("api_key_created", key_id=info.id, scope=info.scope, team=info.team)
+        return ApiKeyCreated(**info.model_dump(), key=minted.text)
+
+    async def get_key(self, key_id: str) -> ApiKeyInfo:
+        return await self.repository.get(key_id)
 
     async def list_keys(self) -> list[ApiKeyInfo]:
         return await self.repository.list()
 
+    async def update(self, key_id: str, changes: ApiKeyUpdate) -> ApiKeyInfo:
+        """Change what the caller sent; this process stops using the key's old limits at once,
+        others within `cache_seconds`."""
+        if "expires_at" in changes.model_fields_set:
+            self._not_expired(changes.expires_at)
+        info = await self.repository.update(key_id, changes)
+        self._forget(lambda principal: principal.key_id == key_id)
+        log.info("api_key_updated", key_id=key_id, fields=sorted(changes.model_fields_set))
+        return info
+
     async def revoke(self, key_id: str) -> ApiKeyInfo:
         info = await self.repository.revoke(key_id)
-        self._verified = {
-            fp: entry for fp, entry in self._verified.items() if entry[0].key_id != key_id
-        }
+        self._forget(lambda principal: principal.key_id == key_id)
         log.info("api_key_revoked", key_id=key_id)
         return info
+
+    def forget_team(self, team: str) -> None:
+        """A team's limits changed: its keys are looked up again (in this process) on their next
+        request."""
+        self._forget(lambda principal: principal.team == team)
+
+    def _forget(self, which: Callable[[Principal], bool]) -> None:
+        self._verified = {fp: entry for fp, entry in self._verified.items() if not which(entry[0])}
+
+    def _not_expired(self, expires_at: dt.datetime | None) -> None:
+        """A key given an expiry that already passed could never be used: a typo, refused."""
+        if expires_at is not None and expires_at <= self.clock():
+            raise InvalidRequest(
+                [
+                    FieldProblem(
+                        loc=["body", "expires_at"],
+                        msg=f"{expires_at:%Y-%m-%dT%H:%M:%SZ} has passed; give a later instant "
+                        "(or revoke the key)",
+                        type="value_error",
+                    )
+                ]
+            )
 
     async def create_first_admin_key(self) -> ApiKeyCreated | None:
         """On a key store that never had a key, make one admin key (handed over once by
         app/auth/first_key.py)."""
         if self.disabled or not await self.repository.is_empty():
             return None
-        return await self.create(scope=Scope.admin, name="first-admin")
+        return await self.create(ApiKeyCreate(scope=Scope.admin.value, name="first-admin"))
 
     async def save_last_use(self) -> None:
         """Write the gathered last-use times; on failure they are kept for the next try."""

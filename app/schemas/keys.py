@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import re
-from typing import Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, WithJsonSchema, field_validator, model_validator
 
 from app.schemas.base import FrozenModel, InputModel
 
@@ -26,6 +25,11 @@ KEY_NAME = r"^[A-Za-z0-9][A-Za-z0-9 _.@-]{0,99}$"
 # Globs take `*` (any run of characters) and `?` (one character); no classes, so none is malformed.
 MODEL_GLOB = r"^[A-Za-z0-9*?][A-Za-z0-9._:*?@-]{0,63}/[A-Za-z0-9*?][A-Za-z0-9._:/*?@-]{0,199}$"
 PATTERN_GLOB = r"^[A-Za-z0-9*?][A-Za-z0-9_.:/*?@-]{0,199}$"
+# In the document too (a pattern per item), so a generated client refuses what the API refuses.
+ModelGlob = Annotated[
+    str, Field(pattern=MODEL_GLOB, description="`provider/model`, e.g. openai/gpt-4o*")
+]
+PatternGlob = Annotated[str, Field(pattern=PATTERN_GLOB, description="e.g. support-*")]
 MAX_BUDGET_USD = 1_000_000.0
 MAX_GLOBS = 100
 
@@ -107,14 +111,25 @@ class _LimitInput(InputModel):
             found.append(Budget(usd=self.budget_usd, window=self.budget_window or "month"))
         return _unique_windows(found)
 
+    def changes(self) -> dict[str, Any]:
+        """The stored fields this input sets, by their names on the Info models: only what the
+        caller sent (a PATCH changes what it names; `null` removes a limit), and any budget
+        field replaces the whole budget list."""
+        sent = self.model_fields_set
+        found: dict[str, Any] = {}
+        if sent & {"budget_usd", "budget_window", "budgets"}:
+            found["budgets"] = [budget.model_dump() for budget in self.budget_list() or []]
+        found.update({name: getattr(self, name) for name in ("rpm", "tpm") if name in sent})
+        return found
+
 
 class _AccessInput(_LimitInput):
-    allowed_models: list[str] | None = Field(
+    allowed_models: list[ModelGlob] | None = Field(
         default=None,
         max_length=MAX_GLOBS,
         description="`provider/model` globs (`*`, `?`) the key may call; absent: any model.",
     )
-    allowed_patterns: list[str] | None = Field(
+    allowed_patterns: list[PatternGlob] | None = Field(
         default=None,
         max_length=MAX_GLOBS,
         description="Pattern-name globs the key may render (`template:NAME` for a database "
@@ -127,32 +142,25 @@ class _AccessInput(_LimitInput):
         default=None, pattern=TEAM_NAME, description="The team whose limits apply as well."
     )
 
-    @field_validator("allowed_models")
-    @classmethod
-    def _model_globs(cls, globs: list[str] | None) -> list[str] | None:
-        return _checked_globs(globs, MODEL_GLOB, "a provider/model glob such as openai/gpt-4o*")
+    def changes(self) -> dict[str, Any]:
+        sent = self.model_fields_set
+        fields = ("allowed_models", "allowed_patterns", "expires_at", "team")
+        return {
+            **super().changes(),
+            **{name: getattr(self, name) for name in fields if name in sent},
+        }
 
-    @field_validator("allowed_patterns")
+    @field_validator("allowed_models", "allowed_patterns")
     @classmethod
-    def _pattern_globs(cls, globs: list[str] | None) -> list[str] | None:
-        return _checked_globs(globs, PATTERN_GLOB, "a pattern-name glob such as support-*")
+    def _distinct(cls, globs: list[str] | None) -> list[str] | None:
+        return None if globs is None else list(dict.fromkeys(globs))
 
     @field_validator("expires_at")
     @classmethod
     def _aware(cls, when: dt.datetime | None) -> dt.datetime | None:
         if when is not None and when.tzinfo is None:
             raise ValueError("expires_at needs a time zone (e.g. 2027-01-01T00:00:00Z)")
-        return when
-
-
-def _checked_globs(globs: list[str] | None, shape: str, example: str) -> list[str] | None:
-    if globs is None:
-        return None
-    pattern = re.compile(shape)
-    for glob in globs:
-        if not pattern.match(glob):
-            raise ValueError(f"{glob!r} is not {example}")
-    return list(dict.fromkeys(globs))
+        return None if when is None else when.astimezone(dt.UTC)  # as it reads back
 
 
 class ApiKeyCreate(_AccessInput):
@@ -165,7 +173,23 @@ class ApiKeyCreate(_AccessInput):
 class ApiKeyUpdate(_AccessInput):
     """A change to a key's name or limits: only the fields sent change; `null` removes a limit."""
 
-    name: str | None = Field(default=None, pattern=KEY_NAME)
+    # Not nullable in the document: a key keeps a name (absent: unchanged).
+    name: Annotated[
+        str | None, WithJsonSchema({"type": "string", "pattern": KEY_NAME, "title": "Name"})
+    ] = Field(default=None, pattern=KEY_NAME)
+
+    @field_validator("name")
+    @classmethod
+    def _named(cls, name: str | None) -> str:
+        if name is None:  # only an explicit null gets here
+            raise ValueError("a key keeps a name; send a new one or leave `name` out")
+        return name
+
+    def changes(self) -> dict[str, Any]:
+        return {
+            **super().changes(),
+            **({"name": self.name} if "name" in self.model_fields_set else {}),
+        }
 
 
 class ApiKeyInfo(Allowlists, Limits):

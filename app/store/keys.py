@@ -1,15 +1,22 @@
-"""ApiKeyRepository: stored keys (salt and digest only), their scopes, revocation and last use."""
+"""ApiKeyRepository: stored keys (salt and digest only), their scopes, limits, team, revocation
+and last use.
+
+A key's team is checked in the transaction that stores the key, so a key naming a missing team
+is refused with nothing stored (the foreign key catches a team deleted meanwhile).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.errors import ApiKeyNotFound
-from app.schemas import ApiKeyInfo, TeamInfo
+from app.errors import ApiKeyNotFound, no_such_team
+from app.schemas import ApiKeyCreate, ApiKeyInfo, ApiKeyUpdate, TeamInfo
 from app.store.db import store_seam
 from app.store.tables import ApiKey, Team
 
@@ -33,21 +40,52 @@ class ApiKeyRepository:
         self._sessions = sessions
 
     @store_seam
-    async def add(
-        self, *, key_id: str, salt: str, digest: str, name: str, scope: str
-    ) -> ApiKeyInfo:
-        """A minted key's public id, salt and digest (app.auth.keys makes them; never the key)."""
+    async def add(self, *, key_id: str, salt: str, digest: str, new: ApiKeyCreate) -> ApiKeyInfo:
+        """A minted key's public id, salt and digest (app.auth.keys makes them; never the key),
+        with the scope, name and limits asked for."""
         row = ApiKey(
             id=key_id,
-            name=name,
-            scope=scope,
+            name=new.name,
+            scope=new.scope,
             salt=salt,
             digest=digest,
             created_at=dt.datetime.now(dt.UTC),
+            budgets=[],
         )
-        async with self._sessions.begin() as session:
-            session.add(row)
+        return await self._write(row, new.changes())
+
+    @store_seam
+    async def update(self, key_id: str, changes: ApiKeyUpdate) -> ApiKeyInfo:
+        """Only the fields the caller sent change (see `ApiKeyUpdate.changes`)."""
+        return await self._write(key_id, changes.changes())
+
+    async def _write(self, target: ApiKey | str, changes: dict[str, Any]) -> ApiKeyInfo:
+        """Apply `changes` to a new key or the stored one with id `target`, in one transaction
+        that also checks the team they name: a missing team stores nothing."""
+        team = changes.get("team")
+        try:
+            async with self._sessions.begin() as session:
+                if team is not None and await session.get(Team, team) is None:
+                    raise no_such_team(team)
+                row = target if isinstance(target, ApiKey) else await session.get(ApiKey, target)
+                if row is None:
+                    raise ApiKeyNotFound(str(target))
+                for name, value in changes.items():
+                    setattr(row, name, value)
+                session.add(row)
+        except IntegrityError as exc:  # the team was deleted between the check and the write
+            if team is None:
+                raise
+            raise no_such_team(team) from exc
         return _info(row)
+
+    @store_seam
+    async def get(self, key_id: str) -> ApiKeyInfo:
+        async with self._sessions() as session:
+            row = await session.get(ApiKey, key_id)
+            if row is None:
+                raise ApiKeyNotFound(key_id)
+            return _info(row)
 
     @store_seam
     async def find(self, key_id: str) -> StoredKey | None:

@@ -1,0 +1,67 @@
+"""Teams over HTTP (admin only): their keys share the team's budgets and rate limits."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+from pydantic import BaseModel
+
+from app.api.body import OffLoopBodyRoute
+from app.api.deps import AuthenticatorDep, IsAdmin, TeamsDep
+from app.api.errors import error_responses
+from app.api.params import TeamPath
+from app.schemas import TeamCreate, TeamInfo, TeamUpdate
+
+router = APIRouter(
+    prefix="/v1/teams", tags=["teams"], dependencies=[IsAdmin], route_class=OffLoopBodyRoute
+)
+
+
+class TeamList(BaseModel):
+    teams: list[TeamInfo]
+
+
+@router.post(
+    "",
+    operation_id="createTeam",
+    status_code=status.HTTP_201_CREATED,
+    summary="Make a team; keys join it with `team` on create or PATCH",
+    responses=error_responses(409, 422),
+)
+async def create_team(body: TeamCreate, teams: TeamsDep) -> TeamInfo:
+    return await teams.add(body)
+
+
+@router.get("", operation_id="listTeams", summary="Every team, by name")
+async def list_teams(teams: TeamsDep) -> TeamList:
+    return TeamList(teams=await teams.list())
+
+
+@router.get("/{name}", operation_id="getTeam", summary="One team", responses=error_responses(404))
+async def get_team(name: TeamPath, teams: TeamsDep) -> TeamInfo:
+    return await teams.get(name)
+
+
+@router.patch(
+    "/{name}",
+    operation_id="updateTeam",
+    summary="Change a team's limits: only the fields sent; null removes one",
+    responses=error_responses(404, 422),
+)
+async def update_team(
+    name: TeamPath, body: TeamUpdate, teams: TeamsDep, authenticator: AuthenticatorDep
+) -> TeamInfo:
+    updated = await teams.update(name, body)
+    # Cached principals carry the team's limits: its keys are looked up again here at once
+    # (other processes within GENAI_AUTH_CACHE_SECONDS).
+    authenticator.forget_team(name)
+    return updated
+
+
+@router.delete(
+    "/{name}",
+    operation_id="deleteTeam",
+    summary="Delete a team with no unrevoked keys (409 team_in_use otherwise)",
+    responses=error_responses(404, 409),
+)
+async def delete_team(name: TeamPath, teams: TeamsDep) -> TeamInfo:
+    return await teams.delete(name)
