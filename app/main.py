@@ -19,6 +19,7 @@ from app.api import (
     patterns,
     snippets,
     templates,
+    usage,
 )
 from app.api.errors import install_error_handlers
 from app.api.openapi import GatewayAPI
@@ -52,6 +53,7 @@ OPENAPI_TAGS = [
     {"name": "snippets", "description": "Reusable prompt fragments (database and files)."},
     {"name": "jobs", "description": "The audit trail: records, replay, drift."},
     {"name": "keys", "description": "API keys and their scopes (admin)."},
+    {"name": "usage", "description": "Requests, tokens and cost, grouped (a key sees its own)."},
     {"name": "health", "description": "Probes and metrics for operators."},
     {
         "name": "openai-compatible",
@@ -71,7 +73,18 @@ def _metrics_of(app: FastAPI) -> Metrics | None:
 
 
 # Every router of the API, in the order a request is matched against them.
-API_MODULES = (completions, chat, messages, patterns, templates, snippets, jobs, keys, health)
+API_MODULES = (
+    completions,
+    chat,
+    messages,
+    patterns,
+    templates,
+    snippets,
+    jobs,
+    usage,
+    keys,
+    health,
+)
 
 
 def create_app(
