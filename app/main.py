@@ -21,6 +21,7 @@ from app.api import (
     snippets,
     teams,
     templates,
+    usage,
 )
 from app.api.errors import install_error_handlers
 from app.api.openapi import GatewayAPI
@@ -55,6 +56,7 @@ OPENAPI_TAGS = [
     {"name": "jobs", "description": "The audit trail: records, replay, drift."},
     {"name": "keys", "description": "API keys: scopes, limits, teams, expiry (admin)."},
     {"name": "teams", "description": "Teams whose keys share budgets and rate limits (admin)."},
+    {"name": "usage", "description": "Requests, tokens and cost, grouped (a key sees its own)."},
     {"name": "health", "description": "Probes and metrics for operators."},
     {
         "name": "openai-compatible",
@@ -83,6 +85,7 @@ API_MODULES = (
     templates,
     snippets,
     jobs,
+    usage,
     key_limits,
     keys,
     teams,

@@ -6,6 +6,8 @@
     python -m bench --soak 300         # the 5-minute RSS check
     python -m bench --profile          # py-spy flame data and hot-spot summaries at c=1 and c=32
     python -m bench --no-streams       # without the streamed targets (bench/streams.py)
+    python -m bench --no-usage         # without usage reports on a million jobs (bench/usage.py;
+                                       # --quick never runs them: CI stays under 90 s)
 
 Every server runs in its own process, pinned to one core, while the upstream and the load
 generator share the other; servers are measured one after the other, a fresh process for each
@@ -48,6 +50,7 @@ from bench.targets import (
     start_upstream,
     store_url,
 )
+from bench.usage import measure_usage
 
 BENCH_DIR = Path(__file__).resolve().parent
 
@@ -111,6 +114,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         help="Streams open at once in the streamed targets' busy phase (default 256; --quick 32).",
     )
+    parser.add_argument(
+        "--no-usage", action="store_true", help="Skip the usage-report queries (bench/usage.py)."
+    )
+    parser.add_argument(
+        "--usage-rows", type=int, default=1_000_000, help="Jobs in the usage store."
+    )
     parser.add_argument("--catalog-size", type=int, default=1000)
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--no-pin", action="store_true", help="Do not pin processes to cores.")
@@ -137,6 +146,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.c1 = args.c1 if args.c1 is not None else (1 if quick else 10)
     args.c32 = args.c32 if args.c32 is not None else (1 if quick else 10)
     args.soak = args.soak if args.soak is not None else (1 if quick else 30)
+    args.no_usage = args.no_usage or quick  # a million-job fill alone takes minutes
     args.route = list(dict.fromkeys(args.route or (["completions"] if args.profile else ROUTES)))
     results = BENCH_DIR / "results"
     args.json = args.json or results / ("quick.json" if quick else "latest.json")
@@ -312,6 +322,15 @@ def run_benchmarks(
                 report.streams.extend(measure_streams(stream_run, stores))
 
         attempt("streams", streams)
+
+    if not args.no_usage:
+        for backend in backends:
+            log(f"usage reports on {args.usage_rows:,} jobs ({backend})")
+
+            def usage(backend: str = backend) -> None:
+                report.usage.extend(measure_usage(backend, rows=args.usage_rows, runs=5, log=log))
+
+            attempt(f"usage-{backend}", usage)
 
     if not args.no_catalog:
         # Quick mode skips the small catalog: each run starts three interpreters.

@@ -16,6 +16,7 @@ from typing import Any
 from bench.measure import TargetResult
 from bench.startup import CatalogResult
 from bench.streams import Phases, StreamResult, stream_comparisons, stream_tables
+from bench.usage import UsageTiming, usage_tables
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = (
@@ -88,6 +89,7 @@ class Report:
     targets: list[TargetResult] = field(default_factory=list)
     catalogs: list[CatalogResult] = field(default_factory=list)
     streams: list[StreamResult] = field(default_factory=list)
+    usage: list[UsageTiming] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
@@ -247,6 +249,7 @@ class Report:
             "catalog": [c.as_dict() for c in self.catalogs],
             "streams": [r.as_dict() for r in self.streams],
             "stream_comparisons": stream_comparisons(self.streams),
+            "usage": [t.as_dict() for t in self.usage],
             "goals": [g.__dict__ for g in self.goals()],
             "problems": self.problems,
         }
@@ -335,6 +338,8 @@ class Report:
                 Phases(seconds=streamed.get("seconds", 0), open_streams=streamed.get("open", 0)),
                 s.get("stream_gap_ms", 5.0),
             )
+        if self.usage:
+            lines += usage_tables(self.usage)
         goals = self.goals()
         for issue in sorted({g.issue for g in goals}):
             lines += ["", f"| goal (issue {issue}) | measured | met |", "|---|---|---|"]

@@ -161,6 +161,8 @@ def document_errors(spec: dict[str, Any], *, auth: bool) -> dict[str, Any]:
             responses: dict[str, Any] = operation.setdefault("responses", {})
             for added in _refusals(path, operation, auth=auth):
                 responses.setdefault(str(added), _error_response(added, dialect))
+            if not auth:  # a route's own 403 is about the calling key (GET /v1/usage): none
+                responses.pop("403", None)
             for status, response in list(responses.items()):
                 schema = response.get("content", {}).get("application/json", {}).get("schema")
                 ref = schema.get("$ref", "") if isinstance(schema, dict) else ""

@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from app.errors import JobNotFound, ReplayUnavailable
-from app.schemas import JobRecord
+from app.schemas import JobRecord, UsageQuery, UsageReport, UsageWindow
 from app.store.jobs import JobRepository
 from app.store.records import SourceUse, StoredJob
 from app.store.secrets import ReplayVault, VaultError
+from app.store.usage import UsageRepository, add_up
 from app.store.writer import AuditWriter
 
 
@@ -24,6 +25,7 @@ class JobReader:
         self.jobs = jobs
         self.writer = writer
         self.vault = vault  # None: replay inputs are not kept
+        self.usage_sums = UsageRepository(jobs.sessions)
 
     async def stored(self, job_id: str) -> StoredJob:
         """The job as stored (sealed replay inputs included); JobNotFound if there is none."""
@@ -48,6 +50,23 @@ class JobReader:
         """Each distinct source the newest `limit` jobs used (queued writes first)."""
         await self.writer.catch_up()
         return await self.jobs.sources(limit)
+
+    async def usage(self, query: UsageQuery) -> UsageReport:
+        """Requests, tokens and cost in the query's window, grouped (queued writes first)."""
+        await self.writer.catch_up()
+        groups = await self.usage_sums.groups(query)
+        filters = {
+            name: value
+            for name in ("key", "team", "pattern", "model", "provider")
+            if (value := getattr(query, name)) is not None
+        }
+        return UsageReport(
+            window=UsageWindow(start=query.since, end=query.until),
+            group_by=query.group_by,
+            filters=filters,
+            groups=groups,
+            totals=add_up(groups),
+        )
 
     def replay_inputs(self, job: StoredJob) -> dict[str, Any]:
         """The job's sealed inputs, opened; ReplayUnavailable when they were not kept or cannot

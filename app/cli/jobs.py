@@ -30,7 +30,7 @@ def _status(value: str | None) -> str | None:
     return value
 
 
-def _existing_store() -> Settings:
+def existing_store() -> Settings:
     """The settings, once their SQLite audit file exists. The default (`data/genai.db`) is
     relative to the working directory: run elsewhere, reading the trail would create an empty
     store and report no jobs, as if none had been made."""
@@ -77,7 +77,7 @@ def jobs_list(
     async def work(runtime: Runtime) -> list[JobRecord]:
         return await runtime.audit.reader.recent(limit=limit, status=status, source_name=pattern)
 
-    jobs = run(work, _existing_store())
+    jobs = run(work, existing_store())
     for job in jobs:
         typer.echo(job_line(job))
     if not jobs:
@@ -91,7 +91,7 @@ def jobs_show(job_id: Annotated[str, typer.Argument(help="The envelope's `job_id
     async def work(runtime: Runtime) -> JobRecord:
         return await runtime.audit.reader.get(job_id)
 
-    typer.echo(run(work, _existing_store()).model_dump_json(indent=2))
+    typer.echo(run(work, existing_store()).model_dump_json(indent=2))
 
 
 @jobs_cli.command("replay")
@@ -106,7 +106,7 @@ def jobs_replay(
     async def work(runtime: Runtime) -> ReplayResult:
         return await runtime.replayer.replay(job_id, reveal=reveal)
 
-    result = run(work, _existing_store())
+    result = run(work, existing_store())
     typer.echo(result.model_dump_json(indent=2))
     if not result.reproduced:
         raise typer.Exit(code=1)
@@ -121,7 +121,7 @@ def drift(
     async def work(runtime: Runtime) -> DriftReport:
         return await runtime.replayer.drift_report(limit=limit)
 
-    report = run(work, _existing_store())
+    report = run(work, existing_store())
     typer.echo(report.model_dump_json(indent=2))
     if report.drifted:
         raise typer.Exit(code=1)

@@ -10,6 +10,7 @@ One module per audience, all re-exported here (`from app.schemas import X`):
     jobs.py          the audit trail as read back: JobRecord, ReplayResult, DriftReport
     resources.py     what operators manage: patterns, templates, snippets
     keys.py          API keys and teams: scopes, budgets, rate limits, allowlists, spend
+    usage.py         usage and cost over a window, grouped: UsageQuery, UsageReport
     errors.py        the one error body: ErrorBody, ErrorInfo, FieldProblem
 """
 
@@ -110,6 +111,15 @@ from app.schemas.resources import (
     TemplateCreate,
     TemplateVersion,
 )
+from app.schemas.usage import (
+    USAGE_DIMENSIONS,
+    UsageDimension,
+    UsageGroup,
+    UsageQuery,
+    UsageReport,
+    UsageTotals,
+    UsageWindow,
+)
 
 __all__ = [
     "INT32_MAX",
@@ -120,6 +130,7 @@ __all__ = [
     "MODEL",
     "SLUG",
     "SNIPPET_LABEL",
+    "USAGE_DIMENSIONS",
     "ApiKeyCreate",
     "ApiKeyCreated",
     "ApiKeyInfo",
@@ -186,6 +197,12 @@ __all__ = [
     "ToolChoice",
     "ToolSet",
     "Usage",
+    "UsageDimension",
+    "UsageGroup",
+    "UsageQuery",
+    "UsageReport",
+    "UsageTotals",
+    "UsageWindow",
     "ValidationIssues",
     "WindowSpend",
     "current_limits",

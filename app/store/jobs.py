@@ -36,6 +36,11 @@ class JobRepository:
         self._sessions = sessions
         self._lane = lane or PooledLane(sessions)
 
+    @property
+    def sessions(self) -> async_sessionmaker[AsyncSession]:
+        """For the table's other readers (usage reports, app/store/usage.py)."""
+        return self._sessions
+
     async def insert_many(self, jobs: Sequence[PendingJob]) -> None:
         """Many pending records in one transaction (one executemany), through the write lane.
 

@@ -90,6 +90,25 @@ class PromptTemplate(_Timestamps, Base):
     )
 
 
+# ix_jobs_usage, in order: the window, what reports group by, then what they count and sum.
+USAGE_INDEX_COLUMNS = (
+    "created_at",
+    "key_id",
+    "team",
+    "source_name",
+    "provider",
+    "model",
+    "status",
+    "input_tokens",
+    "cached_input_tokens",
+    "cache_write_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "cost_usd",
+    "cache_saved_usd",
+)
+
+
 class Job(Base):
     """The audit record of one completion: written pending before the call, completed after."""
 
@@ -98,7 +117,7 @@ class Job(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     request_id: Mapped[str | None] = mapped_column(String(128), index=True)
     created_at: Mapped[dt.datetime] = mapped_column(
-        UTCDateTime(), default=_now, server_default=func.now(), index=True
+        UTCDateTime(), default=_now, server_default=func.now()
     )
     completed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
     status: Mapped[str] = mapped_column(
@@ -161,6 +180,11 @@ class Job(Base):
         # Usage by key or team over a time range (GET /v1/usage, budgets' reconciliation).
         Index("ix_jobs_key_created", "key_id", "created_at"),
         Index("ix_jobs_team_created", "team", "created_at"),
+        # A time range with everything a usage report groups and sums (app/store/usage.py): the
+        # report reads this index alone, never the wide rows (3-5 s → under 1 s on a million
+        # jobs, bench/RESULTS.md). Led by created_at, it also serves what the plain created_at
+        # index did (newest jobs, stale sweeps). Key columns, not INCLUDE: SQLite has none.
+        Index("ix_jobs_usage", *USAGE_INDEX_COLUMNS),
     )
 
 

@@ -6,8 +6,10 @@ Create Date: 2026-11-26
 
 Teams share budgets and rate limits among their keys. `limit_counters` holds the budget and rate
 counters when Redis is not configured. Jobs gain the calling key and team (usage by key or team),
-prompt-cache writes (5-minute and 1-hour, billed differently) and what the cache saved. Every new
-column is nullable or has a default: existing keys stay unlimited, existing jobs keep no caller.
+prompt-cache writes (5-minute and 1-hour, billed differently) and what the cache saved; usage
+reports get a covering index on a time range (ix_jobs_usage, in place of ix_jobs_created_at).
+Every new column is nullable or has a default: existing keys stay unlimited, existing jobs keep
+no caller.
 """
 
 import sqlalchemy as sa
@@ -19,6 +21,23 @@ down_revision = "0006"
 branch_labels = None
 depends_on = None
 
+# Written out, not imported from app/store/tables.py: a migration stays as it was written.
+USAGE_INDEX_COLUMNS = (
+    "created_at",
+    "key_id",
+    "team",
+    "source_name",
+    "provider",
+    "model",
+    "status",
+    "input_tokens",
+    "cached_input_tokens",
+    "cache_write_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "cost_usd",
+    "cache_saved_usd",
+)
 JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 WHEN = sa.DateTime(timezone=True)
 
@@ -56,9 +75,15 @@ def upgrade() -> None:
         batch.add_column(sa.Column("team", sa.String(64), nullable=True))
     op.create_index("ix_jobs_key_created", "jobs", ["key_id", "created_at"])
     op.create_index("ix_jobs_team_created", "jobs", ["team", "created_at"])
+    # Usage reports read a time range from this index alone; it replaces the plain one on
+    # created_at, which it also serves (see app/store/tables.py).
+    op.create_index("ix_jobs_usage", "jobs", list(USAGE_INDEX_COLUMNS))
+    op.drop_index("ix_jobs_created_at", table_name="jobs")
 
 
 def downgrade() -> None:
+    op.create_index("ix_jobs_created_at", "jobs", ["created_at"])
+    op.drop_index("ix_jobs_usage", table_name="jobs")
     op.drop_index("ix_jobs_team_created", table_name="jobs")
     op.drop_index("ix_jobs_key_created", table_name="jobs")
     with op.batch_alter_table("jobs") as batch:
