@@ -154,7 +154,8 @@ class QuotaGuard:
         self.clock = clock  # windows are judged by it (tests move time without sleeping)
         self._reserve_output = reserve_output_tokens
         self._fail_open = fail_open
-        self._adjusting: set[asyncio.Task[None]] = set()
+        self._queued: dict[str, Charge] = {}  # settlements not yet written, summed by counter
+        self._settling: asyncio.Task[None] | None = None
 
     def estimate(
         self, provider: str, model: str, prompt_chars: int, params: ModelParams
@@ -241,18 +242,23 @@ class QuotaGuard:
         )
 
     def adjust_later(self, changes: list[Charge]) -> None:
-        if not changes:
-            return
-        task = asyncio.ensure_future(self._adjust(changes))
-        self._adjusting.add(task)
-        task.add_done_callback(self._adjusting.discard)
+        """Queue settlements; one writer sends everything queued in one call, so under load
+        many requests' settlements share a transaction instead of each paying for one."""
+        for change in changes:
+            queued = self._queued.get(change.name)
+            amount = change.amount + (queued.amount if queued else 0.0)
+            self._queued[change.name] = Charge(change.name, amount, 0, change.ends_at)
+        if self._queued and (self._settling is None or self._settling.done()):
+            self._settling = asyncio.ensure_future(self._settle_queued())
 
-    async def _adjust(self, changes: list[Charge]) -> None:
-        try:
-            await self.counters.adjust(changes)
-        except StoreUnavailable:
-            # The reservation stays charged: a budget errs towards refusing, never spending more.
-            log.warning("quota_settle_failed", counters=[change.name for change in changes])
+    async def _settle_queued(self) -> None:
+        while self._queued:
+            changes, self._queued = list(self._queued.values()), {}
+            try:
+                await self.counters.adjust(changes)
+            except StoreUnavailable:
+                # The reservations stay charged: a budget errs towards refusing, never spending.
+                log.warning("quota_settle_failed", counters=len(changes))
 
     async def tidy(self) -> None:
         """Delete counters whose period is long over (Redis expires its own)."""
@@ -266,8 +272,8 @@ class QuotaGuard:
 
     async def drain(self) -> None:
         """Wait for settlements in flight (at shutdown, and in tests)."""
-        while self._adjusting:
-            await asyncio.gather(*self._adjusting, return_exceptions=True)
+        while self._settling is not None and not self._settling.done():
+            await asyncio.shield(self._settling)
 
     async def status(self, owner: str, ident: str, limits: Limits) -> LimitStatus:
         """Where an owner stands against its limits in the current periods."""

@@ -1,9 +1,11 @@
 """CounterRepository: budget and rate counters in the database (the embedded default).
 
-A reservation is one transaction: each counter row is created if missing, then raised by a
-conditional UPDATE (`WHERE amount < limit`); a counter at its limit rolls the whole transaction
-back. On PostgreSQL the UPDATE takes the row lock and re-reads the row after waiting for it, so
-two replicas cannot both charge the last dollar; SQLite serialises writers on the file.
+A reservation is one statement in one transaction: an upsert of every counter it names that
+raises an existing counter only while it is below its limit (`ON CONFLICT DO UPDATE … WHERE
+amount < limit`); a counter at its limit changes no row, and the transaction is rolled back. On
+PostgreSQL the conflicting row is locked and re-read before the WHERE is judged, so two replicas
+cannot both charge the last dollar; SQLite serialises writers on the file. One statement, not
+one per counter, because every limited request pays for it (bench/quotas.py).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import case, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -34,11 +36,8 @@ class Charge:
     ends_at: dt.datetime | None  # the counter's period end; None: it never ends
 
 
-class _Refused(Exception):
-    """Raised inside the transaction to roll it back; carries the refused counter's index."""
-
-    def __init__(self, index: int) -> None:
-        self.index = index
+def _expiry(ends_at: dt.datetime | None) -> dt.datetime | None:
+    return None if ends_at is None else ends_at + KEEP_AFTER_PERIOD
 
 
 class CounterRepository:
@@ -46,50 +45,45 @@ class CounterRepository:
         self._sessions = sessions
         self._insert: Any = postgresql.insert if postgres else sqlite.insert
 
-    async def _ensure(self, session: AsyncSession, charges: Sequence[Charge]) -> None:
+    def _upsert(self, charges: Sequence[Charge], *, checked: bool) -> Any:
+        """One statement for every counter: a missing counter is created with its charge, an
+        existing one raised by it; `checked`: only while it is below its own limit."""
         rows = [
-            {
-                "name": charge.name,
-                "amount": 0.0,
-                "expires_at": None
-                if charge.ends_at is None
-                else charge.ends_at + KEEP_AFTER_PERIOD,
-            }
+            {"name": charge.name, "amount": charge.amount, "expires_at": _expiry(charge.ends_at)}
             for charge in charges
         ]
-        await session.execute(self._insert(LimitCounter).values(rows).on_conflict_do_nothing())
+        statement = self._insert(LimitCounter).values(rows)
+        below = None
+        if checked:
+            limits = case({c.name: c.limit for c in charges}, value=LimitCounter.name)
+            below = LimitCounter.amount < limits
+        return statement.on_conflict_do_update(
+            index_elements=[LimitCounter.name],
+            set_={"amount": LimitCounter.amount + statement.excluded.amount},
+            where=below,
+        )
 
     @store_seam
     async def reserve(self, charges: Sequence[Charge]) -> int | None:
-        try:
-            async with self._sessions.begin() as session:
-                await self._ensure(session, charges)
-                for index, charge in enumerate(charges):
-                    raised = await session.execute(
-                        update(LimitCounter)
-                        .where(LimitCounter.name == charge.name, LimitCounter.amount < charge.limit)
-                        .values(amount=LimitCounter.amount + charge.amount)
-                        .execution_options(synchronize_session=False)
-                    )
-                    if raised.rowcount == 0:  # type: ignore[attr-defined]
-                        raise _Refused(index)
-        except _Refused as refused:
-            return refused.index
-        return None
+        """One upsert in one transaction: a counter at its limit is left alone by the upsert, so
+        fewer rows change than were named, and the transaction is rolled back."""
+        async with self._sessions() as session:
+            async with session.begin():
+                changed = await session.execute(self._upsert(charges, checked=True))
+                if changed.rowcount == len(charges):  # type: ignore[attr-defined]
+                    return None
+                await session.rollback()
+            amounts = await self.read([charge.name for charge in charges])
+        # Only on a refusal: which counter was at its limit (the first, if several were).
+        return next(
+            (i for i, c in enumerate(charges) if amounts[c.name] >= c.limit), len(charges) - 1
+        )
 
     @store_seam
     async def adjust(self, changes: Sequence[Charge]) -> None:
-        if not changes:
-            return
-        async with self._sessions.begin() as session:
-            await self._ensure(session, changes)
-            for change in changes:
-                await session.execute(
-                    update(LimitCounter)
-                    .where(LimitCounter.name == change.name)
-                    .values(amount=LimitCounter.amount + change.amount)
-                    .execution_options(synchronize_session=False)
-                )
+        if changes:
+            async with self._sessions.begin() as session:
+                await session.execute(self._upsert(changes, checked=False))
 
     @store_seam
     async def read(self, names: Sequence[str]) -> Mapping[str, float]:
