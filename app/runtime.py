@@ -40,7 +40,7 @@ from app.prompts.assembler import PromptAssembler, default_registry
 from app.providers import ProviderRegistry
 from app.providers.registry import provider_names
 from app.providers.retry import RetryPolicy
-from app.quotas.counters import CounterStore, RedisCounters
+from app.quotas.counters import CounterStore
 from app.quotas.guard import QuotaGuard
 from app.routing.capabilities import CapabilityCatalog
 from app.routing.policy import ModelSelectionPolicy, configured_model_ids
@@ -417,6 +417,8 @@ def _quotas(settings: Settings, database: Database, prices: PriceTable) -> Quota
     if use_redis:
         if settings.redis_url is None:
             raise ConfigurationError("GENAI_QUOTAS__STORE", "redis needs GENAI_REDIS_URL")
+        from app.quotas.redis_counters import RedisCounters  # only when used: see its module
+
         counters = RedisCounters.from_url(
             settings.redis_url.get_secret_value(), timeout_seconds=quotas.redis_timeout_seconds
         )

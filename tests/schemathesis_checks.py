@@ -80,6 +80,21 @@ def _breaks_limit_rule(case: Case) -> bool:
     )
 
 
+def _breaks_usage_window(case: Case) -> bool:
+    """`GET /v1/usage` wants `from` before `to` and at most 400 days between them (30 days
+    before `to` by default): a rule across two parameters, which no schema states."""
+    operation = case.operation
+    if (operation.method.upper(), operation.path) != ("GET", "/v1/usage"):
+        return False
+    query = case.query if isinstance(case.query, dict) else {}
+    try:
+        end = _instant(str(query["to"])) if "to" in query else dt.datetime.now(dt.UTC)
+        start = _instant(str(query["from"])) if "from" in query else end - dt.timedelta(days=30)
+    except ValueError:
+        return False
+    return not start < end or end - start > dt.timedelta(days=400)
+
+
 def _instant(text: str) -> dt.datetime:
     when = dt.datetime.fromisoformat(text)
     return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
@@ -113,7 +128,7 @@ def schema_valid_passes_validation(
     400 bad_request): the document and the validators state the same rules."""
     if case.meta is None or not case.meta.generation.mode.is_positive:
         return None
-    if _breaks_identifier_rule(case) or _breaks_limit_rule(case):
+    if _breaks_identifier_rule(case) or _breaks_limit_rule(case) or _breaks_usage_window(case):
         return None
     kind = _error_type(response)
     if response.status_code in (400, 422) and kind in SHAPE_REFUSALS:

@@ -468,8 +468,16 @@ async def test_openapi_has_stable_operation_ids_and_examples(client: httpx.Async
         "createApiKey",
         "getKeyStatus",
         "getOwnKeyStatus",
+        "getApiKey",
+        "updateApiKey",
         "listApiKeys",
         "revokeApiKey",
+        "createTeam",  # teams and usage (issue 18)
+        "listTeams",
+        "getTeam",
+        "updateTeam",
+        "deleteTeam",
+        "getUsage",
         "replayJob",
         "checkDrift",
         "createChatCompletion",  # the OpenAI-compatible routes (tests/test_openai_compat.py)

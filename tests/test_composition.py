@@ -144,7 +144,9 @@ async def test_snippets_and_user_instructions_assemble_the_same_for_every_provid
     [sent] = fake.calls(provider)
     user = {"role": "user", "content": "It keeps rebooting."}
     if provider == "anthropic":
-        assert sent.body["system"] == EXPECTED_SYSTEM and sent.body["messages"] == [user]
+        # A pattern's system prompt goes as one block marked as a prompt-cache breakpoint.
+        system = [{"type": "text", "text": EXPECTED_SYSTEM, "cache_control": {"type": "ephemeral"}}]
+        assert sent.body["system"] == system and sent.body["messages"] == [user]
     else:
         assert sent.body["messages"] == [{"role": "system", "content": EXPECTED_SYSTEM}, user]
     assert envelope["provenance"]["snippet_ids"] == ["nova", "formal"]
@@ -198,7 +200,9 @@ async def test_few_shot_chat_pattern_sends_examples_before_the_verbatim_user_tex
         )
     assert resp.status_code == 200, resp.text
     [sent] = fake.calls("anthropic")
-    assert sent.body["system"] == "Classify the sentiment of the message as positive or negative."
+    assert [block["text"] for block in sent.body["system"]] == [
+        "Classify the sentiment of the message as positive or negative."
+    ]
     assert [(m["role"], m["content"]) for m in sent.body["messages"]] == [
         ("user", "I love it"),
         ("assistant", "positive"),

@@ -19,8 +19,9 @@ from redis.asyncio import Redis
 from app.auth.keys import Scope
 from app.auth.principal import Principal
 from app.errors import BudgetExceeded, KeyRateLimited, QuotaStoreUnavailable
-from app.quotas.counters import CounterStore, RedisCounters
+from app.quotas.counters import CounterStore
 from app.quotas.guard import Estimate, QuotaGuard
+from app.quotas.redis_counters import RedisCounters
 from app.routing.prices import PriceTable
 from app.schemas import Budget, Limits, Usage
 from app.store.counters import Charge, CounterRepository

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Path
 
 from app.api.deps import AuthenticatorDep, CallerDep, CanComplete, IsAdmin, QuotasDep
 from app.api.errors import error_responses
+from app.api.paths import KEY_ID
 from app.auth.authenticator import Authenticator
 from app.errors import ApiKeyNotFound, Unauthenticated
 from app.quotas.guard import QuotaGuard
@@ -41,7 +42,6 @@ async def _status(key_id: str, authenticator: Authenticator, quotas: QuotaGuard)
     operation_id="getOwnKeyStatus",
     summary="The calling key: its limits and its spend in the current windows, and its team's",
     dependencies=[CanComplete],
-    responses=error_responses(401),
 )
 async def own_key_status(
     caller: CallerDep, authenticator: AuthenticatorDep, quotas: QuotasDep
@@ -52,7 +52,7 @@ async def own_key_status(
 
 
 @router.get(
-    "/{key_id}/limits",
+    KEY_ID + "/limits",
     operation_id="getKeyStatus",
     summary="Any key's limits and spend in the current windows, and its team's (admin)",
     dependencies=[IsAdmin],

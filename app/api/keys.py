@@ -10,6 +10,7 @@ from app.api.body import OffLoopBodyRoute
 from app.api.deps import AuthenticatorDep, IsAdmin
 from app.api.errors import error_responses
 from app.api.params import KeyIdPath
+from app.api.paths import KEY_ID
 from app.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, ApiKeyUpdate
 
 router = APIRouter(
@@ -38,7 +39,7 @@ async def list_api_keys(authenticator: AuthenticatorDep) -> ApiKeyList:
 
 
 @router.get(
-    "/{key_id}",
+    KEY_ID,
     operation_id="getApiKey",
     summary="One key: its scope, team, limits and expiry (never the secret)",
     responses=error_responses(404),
@@ -48,7 +49,7 @@ async def get_api_key(key_id: KeyIdPath, authenticator: AuthenticatorDep) -> Api
 
 
 @router.patch(
-    "/{key_id}",
+    KEY_ID,
     operation_id="updateApiKey",
     summary="Change a key's name, limits, team or expiry: only the fields sent; null removes one",
     responses=error_responses(404, 422),
@@ -60,7 +61,7 @@ async def update_api_key(
 
 
 @router.delete(
-    "/{key_id}",
+    KEY_ID,
     operation_id="revokeApiKey",
     summary="Revoke a key: it stops working at once here, within the auth cache time elsewhere",
     responses=error_responses(404),

@@ -3,6 +3,8 @@ shedding match a request against them before it is routed."""
 
 from __future__ import annotations
 
+from starlette.convertors import Convertor, register_url_convertor
+
 from app.auth.protected import PROTECTED_PREFIX
 
 V1 = PROTECTED_PREFIX  # every route but /healthz, /readyz and /metrics: each needs a key
@@ -14,3 +16,21 @@ MESSAGES = "/messages"
 # The completion routes a full gateway answers 503 at the door (app/middleware/shedding.py);
 # the probes and every other route are never shed there.
 SHED_PATHS = frozenset({V1 + COMPLETIONS, V1 + CHAT_COMPLETIONS, V1 + MESSAGES})
+
+
+class _KeyIdConvertor(Convertor[str]):
+    """A key's public id (16 hex digits) as a path segment: `/v1/keys/me` then never matches a
+    key route, so a method `me` lacks is answered 405, not 422 as a malformed id."""
+
+    regex = "[0-9a-f]{16}"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+# Registered once, where the paths are declared, before any router is built.
+register_url_convertor("key_id", _KeyIdConvertor())
+KEY_ID = "/{key_id:key_id}"

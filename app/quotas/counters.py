@@ -1,29 +1,20 @@
-"""Budget and rate counters: what each store must do, and the Redis store replicas share.
+"""Budget and rate counters: what each store must do.
 
 A reservation is all-or-nothing across every counter it names (the key's and its team's, every
 window): either each counter was below its limit and all were charged, or nothing changed. That
 one atomic step is what keeps concurrent requests, on one replica or many, from all passing a
 check none of them has charged yet. The database store lives at the storage seam
-(`app/store/counters.py`); both answer the same questions.
+(`app/store/counters.py`), the Redis one in `redis_counters.py` (imported only when
+configured: redis-py pulls in the OpenTelemetry SDK); both answer the same questions.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import Protocol, TypeVar
-from urllib.parse import urlsplit
+from typing import Protocol
 
-from redis.asyncio import Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
-
-from app.errors import ConfigurationError, StoreUnavailable
-from app.store.counters import KEEP_AFTER_PERIOD, Charge
-
-T = TypeVar("T")
+from app.store.counters import Charge
 
 
 class CounterStore(Protocol):
@@ -45,91 +36,3 @@ class CounterStore(Protocol):
         ...
 
     def aclose(self) -> Awaitable[None]: ...
-
-
-# KEYS: counters. ARGV: for each counter its amount, limit and expiry (epoch ms, 0: none).
-# Check all, then charge all: Redis runs a script alone, so no other client sees half of it.
-_RESERVE = """
-for i, name in ipairs(KEYS) do
-  local current = tonumber(redis.call('GET', name) or '0')
-  if current >= tonumber(ARGV[3 * i - 1]) then return i end
-end
-for i, name in ipairs(KEYS) do
-  redis.call('INCRBYFLOAT', name, ARGV[3 * i - 2])
-  local expires = tonumber(ARGV[3 * i])
-  if expires > 0 then redis.call('PEXPIREAT', name, expires) end
-end
-return 0
-"""
-
-
-def _expiry_ms(ends_at: dt.datetime | None) -> int:
-    return 0 if ends_at is None else int((ends_at + KEEP_AFTER_PERIOD).timestamp() * 1000)
-
-
-class RedisCounters:
-    """Counters in Redis, shared by every replica pointed at it; each call bounded in time."""
-
-    def __init__(self, client: Redis, *, timeout_seconds: float, prefix: str = "genai:quota:"):
-        self._client = client
-        self._timeout = timeout_seconds
-        self._prefix = prefix
-        self._reserve = client.register_script(_RESERVE)
-
-    async def reserve(self, charges: Sequence[Charge]) -> int | None:
-        keys = [self._prefix + charge.name for charge in charges]
-        args: list[str | int] = []
-        for charge in charges:
-            args += [repr(charge.amount), repr(charge.limit), _expiry_ms(charge.ends_at)]
-        refused = await self._call(self._reserve(keys=keys, args=args))
-        return None if int(refused) == 0 else int(refused) - 1
-
-    async def adjust(self, changes: Sequence[Charge]) -> None:
-        pipeline = self._client.pipeline(transaction=False)
-        for change in changes:
-            name = self._prefix + change.name
-            pipeline.incrbyfloat(name, change.amount)
-            if change.ends_at is not None:
-                pipeline.pexpireat(name, _expiry_ms(change.ends_at))
-        await self._call(pipeline.execute())
-
-    async def read(self, names: Sequence[str]) -> Mapping[str, float]:
-        if not names:
-            return {}
-        values = await self._call(self._client.mget([self._prefix + name for name in names]))
-        return {name: float(value or 0) for name, value in zip(names, values, strict=True)}
-
-    @classmethod
-    def from_url(cls, url: str, *, timeout_seconds: float) -> RedisCounters:
-        """A lazily connecting client that never retries by itself (a refusal or a fail-open
-        decision is the guard's, within `timeout_seconds`)."""
-        if urlsplit(url).scheme not in ("redis", "rediss", "unix"):
-            raise ConfigurationError(
-                "GENAI_REDIS_URL", "must start with redis://, rediss:// or unix://"
-            )
-        try:
-            client = Redis.from_url(
-                url,
-                socket_connect_timeout=timeout_seconds,
-                socket_timeout=timeout_seconds,
-                retry=Retry(NoBackoff(), 0),
-                decode_responses=True,
-            )
-        except ValueError:
-            raise ConfigurationError("GENAI_REDIS_URL", "is not a valid Redis URL") from None
-        return cls(client, timeout_seconds=timeout_seconds)
-
-    async def forget_expired(self, now: dt.datetime) -> None:
-        """Nothing to do: every counter was given its expiry when it was charged."""
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
-
-    async def _call(self, work: Awaitable[T]) -> T:
-        try:
-            async with asyncio.timeout(self._timeout):
-                return await work
-        except (RedisError, OSError, TimeoutError) as exc:
-            raise StoreUnavailable(
-                f"The quota counters in Redis cannot be reached ({type(exc).__name__})."
-            ) from exc

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
-from app.schemas.base import MODEL, FrozenModel
+from app.schemas.base import FrozenModel
 from app.schemas.jobs import JobStatus
 from app.schemas.keys import TEAM_NAME
 
@@ -27,6 +27,10 @@ MAX_WINDOW = dt.timedelta(days=400)
 KEY_ID = r"^[0-9a-f]{16}$"
 PROVIDER = r"^[a-z0-9][a-z0-9_-]{0,31}$"
 PATTERN_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:/@-]{0,199}$"
+
+
+# `provider/model`, the slash required (the document says so, not only the validator).
+PROVIDER_MODEL = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}/[A-Za-z0-9][A-Za-z0-9._:/-]{0,190}$"
 
 
 def _dimensions(value: Any) -> Any:
@@ -92,7 +96,9 @@ class UsageQuery(FrozenModel):
         default=None, pattern=PATTERN_NAME, description="Only this pattern's or template's."
     )
     model: str | None = Field(
-        default=None, pattern=MODEL, description="Only this model, written `provider/model`."
+        default=None,
+        pattern=PROVIDER_MODEL,
+        description="Only this model, written `provider/model`.",
     )
     provider: str | None = Field(default=None, pattern=PROVIDER, description="Only this one's.")
 
