@@ -65,9 +65,10 @@ def _breaks_limit_rule(case: Case) -> bool:
     operation = case.operation
     if (operation.method.upper(), operation.path) not in _LIMIT_BODIES:
         return False
-    body = case.body if isinstance(case.body, dict) else {}
+    body: dict[str, Any] = case.body if isinstance(case.body, dict) else {}
     usd, window = body.get("budget_usd"), body.get("budget_window")
-    windows = [budget.get("window") for budget in body.get("budgets") or []]
+    budgets = body.get("budgets")
+    windows = [b.get("window") for b in budgets if isinstance(b, dict)] if budgets else []
     if usd is not None:
         windows.append(window or "month")
     expires = body.get("expires_at")

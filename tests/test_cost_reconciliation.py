@@ -15,7 +15,7 @@ Rates (USD per million tokens, app/routing/prices.yaml):
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -159,7 +159,7 @@ async def assert_reconciled(
     *,
     cost: float,
     saved: float | None,
-    tokens: dict[str, int | None],
+    tokens: Mapping[str, int | None],
 ) -> None:
     """Envelope and audit record: the same cost, saving and token kinds, all as computed."""
     response = envelope["response"]

@@ -58,7 +58,7 @@ def settings_with(
         fake,
         database_url=database_url,
         database_auto_migrate=True,
-        quotas=QuotaSettings(store=counters),  # type: ignore[arg-type]
+        quotas=QuotaSettings(store=counters),
         **extra,
         **overrides,
     )
@@ -264,7 +264,7 @@ async def test_unreachable_redis_refuses_limited_keys_or_serves_them_as_configur
     settings = settings_for(
         fake,
         redis_url=SecretStr("redis://127.0.0.1:9/0"),
-        quotas=QuotaSettings(store="redis", on_store_error=on_error, redis_timeout_seconds=0.2),  # type: ignore[arg-type]
+        quotas=QuotaSettings(store="redis", on_store_error=on_error, redis_timeout_seconds=0.2),
     )
     async with gateway(settings) as (_, admin):
         limited, unlimited = await new_key(admin, rpm=100), await new_key(admin)

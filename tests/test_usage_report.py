@@ -114,19 +114,22 @@ async def gateway(fake: FakeProviderServer, database_url: str) -> AsyncIterator[
 
 
 def _dimension(job: dict[str, Any], name: str) -> str | None:
-    return {
+    found: dict[str, str | None] = {
         "key": job["key_id"],
         "team": job["team"],
         "pattern": job["source_name"],
         "model": f"{job['provider']}/{job['model']}",
         "provider": job["provider"],
         "day": job["created_at"][:10],
-    }[name]
+    }
+    return found[name]
 
 
-def _expected(jobs: Iterable[dict[str, Any]], group_by: tuple[str, ...]) -> dict[tuple, dict]:
+def _expected(
+    jobs: Iterable[dict[str, Any]], group_by: tuple[str, ...]
+) -> dict[tuple[str | None, ...], dict[str, Any]]:
     """The report's sums, computed from the job records themselves."""
-    found: dict[tuple, dict[str, Any]] = defaultdict(lambda: defaultdict(float))
+    found: dict[tuple[str | None, ...], dict[str, Any]] = defaultdict(lambda: defaultdict(float))
     for job in jobs:
         sums = found[tuple(_dimension(job, name) for name in group_by)]
         sums["requests"] += 1
