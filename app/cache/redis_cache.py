@@ -57,6 +57,28 @@ class RedisOptions:
     pause_after_failure_seconds: float = PAUSE_AFTER_FAILURE_SECONDS
 
 
+def redis_client(url: str, *, timeout_seconds: float, decode_responses: bool) -> Redis:
+    """A client for GENAI_REDIS_URL (the cache's and the quota counters'): it connects lazily (a
+    Redis down at start delays nothing) and never retries by itself, so its user's own timeout
+    is the only policy. ConfigurationError for a URL this service cannot use."""
+    # Checked here rather than read from redis-py's message; the URL is never echoed, since it
+    # may hold a password.
+    if urlsplit(url).scheme not in _SCHEMES:
+        raise ConfigurationError(
+            "GENAI_REDIS_URL", "must start with redis://, rediss:// or unix://"
+        )
+    try:
+        return Redis.from_url(
+            url,
+            socket_connect_timeout=timeout_seconds,
+            socket_timeout=timeout_seconds,
+            retry=Retry(NoBackoff(), 0),
+            decode_responses=decode_responses,
+        )
+    except ValueError:  # a bad port or database number
+        raise ConfigurationError("GENAI_REDIS_URL", "is not a valid Redis URL") from None
+
+
 class RedisCache:
     def __init__(
         self,
@@ -92,22 +114,7 @@ class RedisCache:
         """A client that connects lazily (a Redis down at start delays nothing) and never
         retries by itself: the cache's own timeout and pause are the only policy. `now` is the
         wall clock entries' ages are measured by."""
-        # Checked here rather than read from redis-py's message; the URL is never echoed, since
-        # it may hold a password.
-        if urlsplit(url).scheme not in _SCHEMES:
-            raise ConfigurationError(
-                "GENAI_REDIS_URL", "must start with redis://, rediss:// or unix://"
-            )
-        try:
-            client = Redis.from_url(
-                url,
-                socket_connect_timeout=options.timeout_seconds,
-                socket_timeout=options.timeout_seconds,
-                retry=Retry(NoBackoff(), 0),
-                decode_responses=False,
-            )
-        except ValueError:  # a bad port or database number
-            raise ConfigurationError("GENAI_REDIS_URL", "is not a valid Redis URL") from None
+        client = redis_client(url, timeout_seconds=options.timeout_seconds, decode_responses=False)
         if client.connection_pool.connection_kwargs.get("decode_responses"):  # the URL's query wins
             raise ConfigurationError(
                 "GENAI_REDIS_URL", "remove decode_responses: sealed answers are binary"

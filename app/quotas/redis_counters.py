@@ -6,14 +6,12 @@ import asyncio
 import datetime as dt
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import TypeVar
-from urllib.parse import urlsplit
 
 from redis.asyncio import Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
-from app.errors import ConfigurationError, StoreUnavailable
+from app.cache.redis_cache import redis_client
+from app.errors import StoreUnavailable
 from app.store.counters import KEEP_AFTER_PERIOD, Charge
 
 T = TypeVar("T")
@@ -74,20 +72,7 @@ class RedisCounters:
     def from_url(cls, url: str, *, timeout_seconds: float) -> RedisCounters:
         """A lazily connecting client that never retries by itself (a refusal or a fail-open
         decision is the guard's, within `timeout_seconds`)."""
-        if urlsplit(url).scheme not in ("redis", "rediss", "unix"):
-            raise ConfigurationError(
-                "GENAI_REDIS_URL", "must start with redis://, rediss:// or unix://"
-            )
-        try:
-            client = Redis.from_url(
-                url,
-                socket_connect_timeout=timeout_seconds,
-                socket_timeout=timeout_seconds,
-                retry=Retry(NoBackoff(), 0),
-                decode_responses=True,
-            )
-        except ValueError:
-            raise ConfigurationError("GENAI_REDIS_URL", "is not a valid Redis URL") from None
+        client = redis_client(url, timeout_seconds=timeout_seconds, decode_responses=True)
         return cls(client, timeout_seconds=timeout_seconds)
 
     async def forget_expired(self, now: dt.datetime) -> None:
