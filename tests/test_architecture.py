@@ -44,6 +44,7 @@ LAYERS: list[grimp.Layer] = [
     grimp.Layer("providers"),
     grimp.Layer("dialects"),  # wire formats ⇄ the conversation: pure, shared by doors and adapters
     grimp.Layer("auth"),
+    grimp.Layer("webhooks"),  # release events to receivers: signed, retried, logged
     grimp.Layer("store"),
     grimp.Layer("cache"),  # the response cache: answers by key, memory or Redis; below the service
     grimp.Layer("tracking"),  # pure fingerprints and provenance

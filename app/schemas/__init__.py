@@ -9,6 +9,7 @@ One module per audience, all re-exported here (`from app.schemas import X`):
                      Usage, CallAttempt, the structured-output outcome
     jobs.py          the audit trail as read back: JobRecord, ReplayResult, DriftReport
     resources.py     what operators manage: patterns, templates, snippets
+    pattern_tests.py the test cases a pattern or template version carries
     keys.py          API keys and teams: scopes, budgets, rate limits, allowlists, spend
     usage.py         usage and cost over a window, grouped: UsageQuery, UsageReport
     errors.py        the one error body: ErrorBody, ErrorInfo, FieldProblem
@@ -97,6 +98,7 @@ from app.schemas.keys import (
     TeamUpdate,
     WindowSpend,
 )
+from app.schemas.pattern_tests import CaseExpectations, PatternTestCase
 from app.schemas.requests import (
     ModelParams,
     ReasoningEffort,
@@ -139,6 +141,7 @@ __all__ = [
     "BudgetWindow",
     "CacheControl",
     "CallAttempt",
+    "CaseExpectations",
     "CompletionEnvelope",
     "CompletionResponse",
     "DriftFinding",
@@ -167,6 +170,7 @@ __all__ = [
     "Part",
     "PatternDetail",
     "PatternSummary",
+    "PatternTestCase",
     "Provenance",
     "RateUse",
     "ReasoningBlock",
