@@ -17,6 +17,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import update
 
+from app.config import UpstreamSettings
 from app.store.tables import ApiKey, Job, Team
 from tests.fakes.provider_server import FakeProviderServer, Reply
 from tests.support import run_cli, running_app, settings_for
@@ -62,7 +63,12 @@ async def _complete(gateway: Gateway, who: str, model: str, *, expect: int = 200
 async def gateway(fake: FakeProviderServer, database_url: str) -> AsyncIterator[Gateway]:
     """Two complete keys, `a` in team red and `b` in team blue, and six jobs between them: plain,
     prompt-cache reads, cache writes, reasoning, one failed call."""
-    settings = settings_for(fake, database_url=database_url, database_auto_migrate=True)
+    # No call here tests a timeout: a generous one keeps a CI stall of a couple of seconds (seen
+    # once on a loaded 2-core runner) from failing a test about sums.
+    upstream = UpstreamSettings(timeout_seconds=30.0, max_retries=0)
+    settings = settings_for(
+        fake, database_url=database_url, database_auto_migrate=True, upstream=upstream
+    )
     async with running_app(settings) as (app, http):
         keys = {}
         for who in ("a", "b"):
