@@ -36,6 +36,7 @@
     │   ├── ReplayUnavailable          409 replay_unavailable   (inputs not kept, or unreadable)
     │   ├── SnippetNotFound            404 snippet_not_found
     │   ├── SnippetExists              409 snippet_exists
+    │   ├── SnippetConflict            409 snippet_conflict     (a concurrent edit won; retry)
     │   ├── MissingSnippets            422 missing_snippets     (labels the pattern expects)
     │   ├── InvalidSnippetLabels       422 invalid_snippet_labels (labels must be UPPER_SNAKE)
     │   ├── InvalidConversation        422 invalid_conversation (parts that do not fit together)
@@ -454,6 +455,13 @@ class SnippetNotFound(RequestProblem):
 class SnippetExists(RequestProblem):
     status_code = 409
     error_type = "snippet_exists"
+
+
+class SnippetConflict(RequestProblem):
+    """Another edit or activation of the same snippet committed first; sending again is safe."""
+
+    status_code = 409
+    error_type = "snippet_conflict"
 
 
 class MissingSnippets(RequestProblem):

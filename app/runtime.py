@@ -487,6 +487,7 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
         templates=catalog.templates,
         redactor=keys.redactor,
         metrics=metrics,
+        snippets=catalog.snippets,  # issue 19: snippet drift
     )
     return Runtime(
         settings=settings,

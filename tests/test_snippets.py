@@ -22,6 +22,7 @@ from app.snippets.files import FileSnippets
 from app.store.db import Database
 from app.store.snippets import SnippetRepository
 from app.store.tables import SnippetRow
+from app.tracking import template_checksum
 from tests.fakes.provider_server import FakeProviderServer
 from tests.support import SHIPPED_PATTERNS, serve_app, settings_for
 from tests.support import run_cli as run
@@ -383,6 +384,9 @@ async def test_api_create_get_list_and_conflict(http: httpx.AsyncClient) -> None
         "tags": ["persona", "Support"],
         "active": True,
         "source": "database",
+        "version": 1,
+        "checksum": template_checksum("You are Nova."),
+        "live": True,
     }
     again = await http.post("/v1/snippets", json=BODY)
     assert again.status_code == 409 and again.json()["error"]["type"] == "snippet_exists"
@@ -414,6 +418,9 @@ async def test_api_update_replaces_and_overrides_files(http: httpx.AsyncClient) 
         "metadata": {},
         "active": True,
         "source": "database",
+        "version": 2,  # an edit is the next version
+        "checksum": template_checksum("T"),
+        "live": True,
     }
     mismatch = await http.put("/v1/snippets/nova", json={**BODY, "identifier": "other"})
     assert mismatch.status_code == 422

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.errors import JobNotFound, ReplayUnavailable
-from app.schemas import JobRecord, UsageQuery, UsageReport, UsageWindow
+from app.schemas import JobRecord, SnippetUse, UsageQuery, UsageReport, UsageWindow
 from app.store.jobs import JobRepository
 from app.store.records import SourceUse, StoredJob
 from app.store.secrets import ReplayVault, VaultError
@@ -50,6 +50,11 @@ class JobReader:
         """Each distinct source the newest `limit` jobs used (queued writes first)."""
         await self.writer.catch_up()
         return await self.jobs.sources(limit)
+
+    async def snippet_uses(self, limit: int) -> list[tuple[SnippetUse, int]]:
+        """Each distinct snippet version the newest `limit` jobs used (queued writes first)."""
+        await self.writer.catch_up()
+        return await self.jobs.snippet_uses(limit)
 
     async def usage(self, query: UsageQuery) -> UsageReport:
         """Requests, tokens and cost in the query's window, grouped (queued writes first)."""

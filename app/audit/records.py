@@ -205,6 +205,7 @@ class RecordBuilder:
             prompt_redacted=stored_prompt,
             redaction_map=tokens,
             snippet_ids=list(prepared.snippets.ids),
+            snippet_versions=[use.model_dump(mode="json") for use in prepared.snippets.used],
             replay_inputs=self._sealed_inputs(job_id, prepared, request),
             key_id=caller.key_id if caller else None,
             team=caller.team if caller else None,

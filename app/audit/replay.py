@@ -23,8 +23,10 @@ from app.schemas import (
     RenderedPrompt,
     RenderRequest,
     ReplayResult,
+    SnippetUse,
     TemplateRef,
 )
+from app.snippets import SnippetLibrary
 from app.store.records import SourceUse, StoredJob
 from app.store.templates import TemplateRepository
 from app.tracking import (
@@ -43,6 +45,11 @@ def _prompt_hash(stored_form: Any) -> str:
     return sha256_hex(canonical_json(stored_form).encode())
 
 
+def _snippet_hashes(used: list[SnippetUse]) -> str:
+    """One hash over the (identifier, text hash) pairs a prompt was composed from, in order."""
+    return sha256_hex(canonical_json([[u.identifier, u.sha256] for u in used]).encode())
+
+
 class Replayer:
     """Rebuilds prompts with the same PromptPreparer completions use; compares against sources."""
 
@@ -55,7 +62,9 @@ class Replayer:
         templates: TemplateRepository,
         redactor: Redactor,
         metrics: Metrics,
+        snippets: SnippetLibrary | None = None,
     ) -> None:
+        self.snippets = snippets  # None: snippet drift is not checked
         self.reader = reader
         self.preparer = preparer
         self.patterns = patterns
@@ -120,7 +129,40 @@ class Replayer:
             finding = await self._drift(use)
             if finding is not None:
                 findings.append(finding.model_copy(update={"jobs": use.jobs}))
-        return DriftReport(checked_sources=len(sources), drifted=findings)
+        snippet_findings, checked = await self._snippet_drift(limit)
+        return DriftReport(
+            checked_sources=len(sources) + checked, drifted=findings + snippet_findings
+        )
+
+    async def _snippet_drift(self, limit: int) -> tuple[list[DriftFinding], int]:
+        """Each snippet version recent jobs used whose identifier now composes to other text."""
+        if self.snippets is None:
+            return [], 0
+        await asyncio.to_thread(self.snippets.refresh_files)
+        uses = await self.reader.snippet_uses(limit)
+        current = await self.snippets.current([use.identifier for use, _ in uses])
+        findings = []
+        for use, jobs in uses:
+            now = current.get(use.identifier)
+            if now is not None and now.sha256 == use.sha256:
+                continue
+            self.metrics.drift_detections.labels("snippet").inc()
+            findings.append(
+                DriftFinding(
+                    source_kind="snippet",
+                    source_name=use.identifier,
+                    template_version=None,
+                    recorded_sha256=use.sha256,
+                    current_sha256=None if now is None else now.sha256,
+                    jobs=jobs,
+                    reason="the snippet was deleted or hidden since the job used it"
+                    if now is None
+                    else "the snippet was edited since the job used it",
+                    recorded_version=use.version,
+                    current_version=None if now is None else now.version,
+                )
+            )
+        return findings, len(uses)
 
     def _request(self, job: StoredJob, inputs: dict[str, Any]) -> RenderRequest:
         """The request that produced the job, rebuilt from the record and its sealed inputs."""
@@ -151,13 +193,18 @@ class Replayer:
         job = await self.reader.stored(job_id)
         inputs = self.reader.replay_inputs(job)
         prompt: RenderedPrompt | None = None
-        rebuilt_prompt_hash = None
+        rebuilt_prompt_hash = rebuilt_snippets = None
         await self._see_files_now()
         try:
-            rebuilt = (await self.preparer.prepare(self._request(job, inputs))).prompt
+            pins = {u.identifier: u.version for u in job.snippet_versions or [] if u.version}
+            prepared = await self.preparer.prepare(
+                self._request(job, inputs), snippet_versions=pins
+            )
+            rebuilt = prepared.prompt
         except GenAIError as exc:  # the source is gone or no longer renders: hashes say so
             log.info("replay_render_failed", job_id=job.id, error_type=exc.error_type)
         else:
+            rebuilt_snippets = _snippet_hashes(prepared.snippets.used)
             stored_form = redact_prompt(self.redactor, rebuilt)[0]
             rebuilt_prompt_hash = _prompt_hash(stored_form)
             prompt = rebuilt
@@ -177,6 +224,8 @@ class Replayer:
         if job.continuation_hash is not None:  # prov-2: the turns after the user prompt
             turns = inputs.get("continuation") or []
             checks["continuation_hash"] = (job.continuation_hash, continuation_hash(turns))
+        if job.snippet_versions:  # recorded since snippet versions; the texts the job used
+            checks["snippet_hashes"] = (_snippet_hashes(job.snippet_versions), rebuilt_snippets)
         checks["prompt_redacted"] = (stored_prompt_hash, rebuilt_prompt_hash)
         hashes = {
             name: HashCheck(stored=stored, recomputed=now, matches=stored == now)

@@ -24,13 +24,14 @@ def cache_key(
     """The key for a request about to be sent to `provenance.provider`/`provenance.model`.
 
     The fingerprints name the inputs, but the prompt actually sent also depends on the
-    request's `instructions`, the snippet texts behind `snippet_ids` (editable in place) and
+    request's `instructions`, the snippet texts behind `snippet_ids` (their hashes, when used,
+    are in the key too) and
     the provider-specific assembly (a folded system prompt, contract instructions): so the
     exact rendered prompt is hashed too. The output schema travels outside the prompt when the
     provider enforces it natively. The pattern's base path is left out on purpose: replicas
     that keep the same patterns under different directories share their entries.
     """
-    material = {
+    material: dict[str, Any] = {
         "pattern_name": provenance.pattern_name,
         "pattern_content_hash": provenance.pattern_content_hash,
         "variables_hash": provenance.variables_hash,
@@ -44,6 +45,8 @@ def cache_key(
             None if output_schema is None else sha256_hex(canonical_json(output_schema).encode())
         ),
     }
+    if provenance.snippet_versions:  # only then: keys of snippet-free requests stay the same
+        material["snippet_hashes"] = [[s.identifier, s.sha256] for s in provenance.snippet_versions]
     if partition is not None:  # GENAI_CACHE__SCOPE=key (the default): the caller's own entries
         material["partition"] = partition
     digest = sha256_hex(canonical_json(material).encode()).removeprefix("sha256:")

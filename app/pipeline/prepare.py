@@ -153,10 +153,13 @@ class PromptPreparer:
         self._default_params = models.default_params
         self._fallback_chains = dict(models.fallback_chains)  # a task or a model → its chain
 
-    async def prepare(self, request: RenderRequest) -> Prepared:
+    async def prepare(
+        self, request: RenderRequest, *, snippet_versions: Mapping[str, int] | None = None
+    ) -> Prepared:
+        """`snippet_versions` (replay) pins database snippets to the versions a job used."""
         source = await self._resolver.resolve(request)
         _check_turns(source, request)
-        snippets = await self._compose(request, source)
+        snippets = await self._compose(request, source, snippet_versions)
         first = self._policy.choose_model(request.model, tasks=source.tasks, hint=source.model_hint)
         choice = self._policy.choose_capable(first, self._shortfalls(request, source, snippets))
         return await off_loop(lambda: self._for_choice(request, source, snippets, choice))
@@ -252,6 +255,7 @@ class PromptPreparer:
             provider=choice.provider,
             model=choice.name,
             snippet_ids=snippets.ids,
+            snippet_versions=snippets.used,
             continuation=request.continuation,
         )
         return Prepared(
@@ -269,14 +273,19 @@ class PromptPreparer:
             choice_by_repair=_forced(source) and not capabilities.supports_tool_choice,
         )
 
-    async def _compose(self, request: RenderRequest, source: RenderedSource) -> ComposedSnippets:
+    async def _compose(
+        self,
+        request: RenderRequest,
+        source: RenderedSource,
+        pinned: Mapping[str, int] | None = None,
+    ) -> ComposedSnippets:
         """The request's snippets; every label the source declares must be among them."""
         missing = [label for label in source.snippet_labels if label not in request.snippets]
         if missing:
             raise MissingSnippets(source.name, missing)
         if not request.snippets:
             return ComposedSnippets(text="", ids=[])
-        return await self._snippets.compose(request.snippets)
+        return await self._snippets.compose(request.snippets, pinned=pinned)
 
     def _params_for(
         self,

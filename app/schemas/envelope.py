@@ -118,6 +118,15 @@ class CallAttempt(FrozenModel):
     duration_ms: float
 
 
+class SnippetUse(FrozenModel):
+    """One snippet a job used, pinned: what replay rebuilds and drift detection compares."""
+
+    identifier: str
+    version: int | None = Field(description="The database version; null for a file snippet.")
+    source: Literal["database", "file"]
+    sha256: str = Field(description="`sha256:<hex>` of the snippet text used.")
+
+
 class Provenance(FrozenModel):
     """Fingerprints that prove what went in; build it only with `app.tracking.build_provenance`."""
 
@@ -133,6 +142,11 @@ class Provenance(FrozenModel):
     provider: str
     model: str
     snippet_ids: list[str] = Field(default_factory=list)
+    snippet_versions: list[SnippetUse] = Field(
+        default_factory=list,
+        exclude_if=is_empty,
+        description="The snippets used, in prompt order: version (database) and text hash.",
+    )
     continuation_hash: str | None = Field(
         default=None,
         exclude_if=is_unset,

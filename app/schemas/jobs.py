@@ -10,7 +10,7 @@ from pydantic import ConfigDict, Field
 
 from app.schemas.base import FrozenModel, is_unset
 from app.schemas.conversation import Message, ResponseFormat, ToolCall, ToolSet
-from app.schemas.envelope import CallAttempt, RenderedPrompt, ValidationIssues
+from app.schemas.envelope import CallAttempt, RenderedPrompt, SnippetUse, ValidationIssues
 
 # The one home of each record vocabulary: the catalog, the store, the CLI and the API import these.
 SourceKind = Literal["pattern", "template", "fallback"]  # where a completion's prompt came from
@@ -125,6 +125,11 @@ class JobRecord(FrozenModel):
     )
     redaction_map: dict[str, str]
     snippet_ids: list[str]
+    snippet_versions: list[SnippetUse] | None = Field(
+        default=None,
+        description="The snippets used: version (null for a file) and text hash; null before "
+        "snippets had versions.",
+    )
     attempts: list[CallAttempt] | None = Field(
         default=None, description="Every upstream call in order (retries and fallbacks)."
     )
@@ -167,6 +172,12 @@ class DriftFinding(FrozenModel):
     current_sha256: str | None
     jobs: int
     reason: str
+    recorded_version: int | None = Field(
+        default=None, exclude_if=is_unset, description="A snippet: the version the job used."
+    )
+    current_version: int | None = Field(
+        default=None, exclude_if=is_unset, description="A snippet: the version live now."
+    )
 
 
 class DriftReport(FrozenModel):

@@ -97,7 +97,7 @@ class TemplateVersion(FrozenModel):
 
 
 class SnippetIn(InputModel):
-    """A reusable prompt fragment (persona, tone, audience, style, layout); it has no versions."""
+    """A reusable prompt fragment (persona, tone, audience, style, layout); edits add versions."""
 
     identifier: str = Field(pattern=SLUG)
     name: str = Field(min_length=1, max_length=200)
@@ -110,3 +110,18 @@ class SnippetIn(InputModel):
 
 class Snippet(SnippetIn):
     source: Literal["database", "file"]
+    version: int | None = Field(
+        default=None, description="The database version (edits add versions); null for a file."
+    )
+    checksum: str | None = Field(default=None, description="`sha256:<hex>` of the text.")
+    live: bool = Field(
+        default=True, description="Whether this is the version served for its identifier."
+    )
+
+
+class SnippetVersions(FrozenModel):
+    """Every stored version of one database snippet, oldest first."""
+
+    identifier: str
+    live_version: int | None = Field(description="The version served; null once deleted.")
+    versions: list[Snippet]

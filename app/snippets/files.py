@@ -13,6 +13,7 @@ from app.catalog.pattern import split_front_matter
 from app.errors import InvalidPattern
 from app.schemas import Snippet
 from app.snippets.fields import normalise_tags, read_metadata
+from app.tracking import template_checksum
 
 log = structlog.get_logger(__name__)
 
@@ -61,6 +62,7 @@ def parse_snippet_file(identifier: str, raw: bytes) -> Snippet:
             metadata=metadata,
             active=True,
             source="file",
+            checksum=template_checksum(body.strip()),
         )
     except ValidationError as exc:
         raise _Skip(

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Sequence
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, StatementError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.schemas import SnippetUse
 from app.store.db import store_seam
 from app.store.lane import PooledLane, WriteLane
 from app.store.records import SOURCE_COLUMNS, JobOutcome, PendingJob, SourceUse, StoredJob
@@ -131,6 +133,18 @@ class JobRepository:
                 SourceUse(**dict(zip(SOURCE_COLUMNS, row[:-1], strict=True)), jobs=row[-1])
                 for row in rows
             ]
+
+    @store_seam
+    async def snippet_uses(self, limit: int) -> list[tuple[SnippetUse, int]]:
+        """Each distinct snippet version seen in the newest `limit` jobs, with how many of them
+        used it (jobs from before snippet versions record none)."""
+        recent = select(Job.snippet_versions).order_by(Job.created_at.desc()).limit(limit)
+        query = select(recent.subquery().c.snippet_versions)
+        counts: Counter[SnippetUse] = Counter()
+        async with self._sessions() as session:
+            for used in await session.scalars(query):
+                counts.update({SnippetUse.model_validate(item) for item in used or []})
+        return sorted(counts.items(), key=lambda pair: (pair[0].identifier, pair[0].version or 0))
 
 
 def record_refused(exc: BaseException) -> bool:

@@ -113,6 +113,7 @@ class PendingJob(_Row):
     redaction_map: dict[str, str]
     snippet_ids: list[str]
     continuation_hash: str | None = None  # prov-2 only
+    snippet_versions: list[dict[str, Any]] | None = None  # [{identifier, version, source, sha256}]
     replay_inputs: bytes | None = None
     key_id: str | None = None  # who asked (None with auth disabled)
     team: str | None = None

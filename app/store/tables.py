@@ -24,6 +24,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from app.tracking import template_checksum
+
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 
 
@@ -168,6 +170,8 @@ class Job(Base):
     response_tool_calls: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
     redaction_map: Mapped[dict[str, Any]] = mapped_column(JSONType)
     snippet_ids: Mapped[list[Any]] = mapped_column(JSONType)
+    # The snippet versions used: [{identifier, version|null, source, sha256}] (null: before 0008).
+    snippet_versions: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
     replay_inputs: Mapped[bytes | None] = mapped_column(LargeBinary)
     # Every upstream call: provider, model, outcome, error type, status, duration.
     attempts: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
@@ -188,6 +192,14 @@ class Job(Base):
     )
 
 
+_LIVE = text("live")  # outside the class: its `text` column shadows sqlalchemy's text()
+
+
+def _text_checksum(context: Any) -> str:
+    """`sha256:<hex>` of the row's text, for rows inserted without one."""
+    return template_checksum(context.get_current_parameters()["text"])
+
+
 class SnippetRow(_Timestamps, Base):
     """A reusable prompt fragment managed at runtime (file snippets live in patterns/snippets)."""
 
@@ -202,8 +214,22 @@ class SnippetRow(_Timestamps, Base):
     # `metadata` is reserved on declarative classes, hence the attribute name.
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSONType)
     active: Mapped[bool] = mapped_column(Boolean, default=True)
+    # Versioned snippets (issue 19): every edit is a new immutable row; `live` marks the one
+    # version served (none after a delete), `active` keeps its meaning of shown/hidden.
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    checksum: Mapped[str] = mapped_column(String(71), default=_text_checksum)
+    live: Mapped[bool] = mapped_column(Boolean, default=True)
 
-    __table_args__ = (Index("uq_snippets_identifier", "identifier", unique=True),)
+    __table_args__ = (
+        Index("uq_snippets_identifier_version", "identifier", "version", unique=True),
+        Index(
+            "uq_snippets_one_live",
+            "identifier",
+            unique=True,
+            sqlite_where=_LIVE,
+            postgresql_where=_LIVE,
+        ),
+    )
 
 
 class Team(Base):

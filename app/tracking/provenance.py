@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.schemas import Message, Provenance
+from app.schemas import Message, Provenance, SnippetUse
 from app.tracking.fingerprints import continuation_hash, user_prompt_hash, variables_hash
 
 
@@ -28,6 +28,7 @@ def build_provenance(
     provider: str,
     model: str,
     snippet_ids: list[str] | None = None,
+    snippet_versions: Sequence[SnippetUse] = (),
     continuation: Sequence[Message] = (),
 ) -> Provenance:
     """Fingerprint the effective variables (defaults merged), the verbatim user prompt and, when
@@ -44,4 +45,5 @@ def build_provenance(
         provider=provider,
         model=model,
         snippet_ids=list(snippet_ids or []),
+        snippet_versions=list(snippet_versions),
     )
