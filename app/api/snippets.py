@@ -1,4 +1,8 @@
-"""The snippet library: reusable prompt fragments, managed once and used by many patterns."""
+"""The snippet library: reusable prompt fragments, managed once and used by many patterns.
+
+Database snippets are versioned: an edit stores the next version and serves it; earlier versions
+stay for replay and can be served again (activate).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,8 @@ from pydantic import BaseModel
 from app.api.body import OffLoopBodyRoute
 from app.api.deps import CanComplete, IsAdmin, SnippetsDep
 from app.api.errors import error_responses
-from app.api.params import SlugPath, TagQuery
-from app.schemas import Snippet, SnippetIn
+from app.api.params import SlugPath, TagQuery, VersionPath
+from app.schemas import Snippet, SnippetIn, SnippetVersions
 
 router = APIRouter(prefix="/v1/snippets", tags=["snippets"], route_class=OffLoopBodyRoute)
 
@@ -49,7 +53,7 @@ async def list_snippets(
     "/{identifier}",
     operation_id="getSnippet",
     dependencies=[CanComplete],
-    summary="One active snippet",
+    summary="One active snippet (a database one: its live version, with `version`)",
     responses=error_responses(404),
 )
 async def get_snippet(identifier: SlugPath, snippets: SnippetsDep) -> Snippet:
@@ -60,7 +64,8 @@ async def get_snippet(identifier: SlugPath, snippets: SnippetsDep) -> Snippet:
     "/{identifier}",
     operation_id="updateSnippet",
     dependencies=[IsAdmin],
-    summary="Replace a snippet; for a file snippet this stores a database override",
+    summary="Store the next version of a snippet and serve it; for a file snippet this stores "
+    "a database override",
     responses=error_responses(404, 409, 422),
 )
 async def update_snippet(identifier: SlugPath, body: SnippetIn, snippets: SnippetsDep) -> Snippet:
@@ -82,8 +87,46 @@ async def update_snippet(identifier: SlugPath, body: SnippetIn, snippets: Snippe
     operation_id="deleteSnippet",
     status_code=status.HTTP_204_NO_CONTENT,
     dependencies=[IsAdmin],
-    summary="Delete a database snippet (file snippets are removed by deleting the file)",
+    summary="Retire a database snippet: no version is served, all are kept for replay "
+    "(file snippets are removed by deleting the file)",
     responses=error_responses(404),
 )
 async def delete_snippet(identifier: SlugPath, snippets: SnippetsDep) -> None:
     await snippets.delete(identifier)
+
+
+@router.get(
+    "/{identifier}/versions",
+    operation_id="listSnippetVersions",
+    dependencies=[CanComplete],
+    summary="Every stored version of a database snippet, oldest first",
+    responses=error_responses(404),
+)
+async def list_snippet_versions(identifier: SlugPath, snippets: SnippetsDep) -> SnippetVersions:
+    return await snippets.versions(identifier)
+
+
+@router.get(
+    "/{identifier}/versions/{version}",
+    operation_id="getSnippetVersion",
+    dependencies=[CanComplete],
+    summary="One stored version of a database snippet, served or not",
+    responses=error_responses(404),
+)
+async def get_snippet_version(
+    identifier: SlugPath, version: VersionPath, snippets: SnippetsDep
+) -> Snippet:
+    return await snippets.version(identifier, version)
+
+
+@router.post(
+    "/{identifier}/versions/{version}/activate",
+    operation_id="activateSnippetVersion",
+    dependencies=[IsAdmin],
+    summary="Serve this stored version (a rollback); it also restores a deleted snippet",
+    responses=error_responses(404, 409),
+)
+async def activate_snippet_version(
+    identifier: SlugPath, version: VersionPath, snippets: SnippetsDep
+) -> Snippet:
+    return await snippets.activate(identifier, version)

@@ -53,11 +53,84 @@ def snippets_list(
 
 
 @snippets_cli.command("show")
-def snippets_show(identifier: str) -> None:
-    """One active snippet as JSON."""
+def snippets_show(
+    identifier: str,
+    version: Annotated[
+        int | None, typer.Option(min=1, help="A stored version (default: the one served).")
+    ] = None,
+) -> None:
+    """One active snippet (or one stored version) as JSON."""
 
     async def work(runtime: Runtime) -> str:
+        if version is not None:
+            return (await runtime.snippets.version(identifier, version)).model_dump_json(indent=2)
         return (await runtime.snippets.get(identifier)).model_dump_json(indent=2)
+
+    typer.echo(run(work))
+
+
+@snippets_cli.command("versions")
+def snippets_versions(identifier: str) -> None:
+    """One line per stored version: `*` marks the one served, then version, checksum, name."""
+
+    async def work(runtime: Runtime) -> list[str]:
+        found = await runtime.snippets.versions(identifier)
+        return [
+            f"{'*' if s.live else ' '} {s.version:>4} {s.checksum} {s.name}" for s in found.versions
+        ]
+
+    for line in run(work):
+        typer.echo(line)
+
+
+@snippets_cli.command("activate")
+def snippets_activate(
+    identifier: str, version: Annotated[int, typer.Argument(min=1, help="A stored version.")]
+) -> None:
+    """Serve a stored version again (a rollback); it also restores a deleted snippet."""
+
+    async def work(runtime: Runtime) -> str:
+        return (await runtime.snippets.activate(identifier, version)).model_dump_json(indent=2)
+
+    typer.echo(run(work))
+
+
+@snippets_cli.command("update")
+def snippets_update(
+    identifier: str,
+    file: Annotated[
+        Path,
+        typer.Option("--file", "-f", exists=True, dir_okay=False, help="The new snippet text."),
+    ],
+    name: Annotated[str | None, typer.Option(help="Display name (default: kept).")] = None,
+    tag: Annotated[
+        list[str] | None,
+        typer.Option("--tag", "-t", help="Tag; repeatable or comma-separated (default: kept)."),
+    ] = None,
+    metadata: Annotated[
+        str | None, typer.Option(help="A JSON object for consumers (default: kept).")
+    ] = None,
+    description: Annotated[str | None, typer.Option(help="What it is for (default: kept).")] = None,
+) -> None:
+    """Store the next version of a snippet and serve it; fields not given are kept."""
+    given = {
+        "name": name,
+        "description": description,
+        "tags": normalise_tags(",".join(tag)) if tag else None,
+        "metadata": _metadata(metadata) if metadata is not None else None,
+    }
+    checked = SnippetIn(  # invalid fields end the command here (exit 2), before the database
+        identifier=identifier,
+        name=name or identifier,
+        text=file.read_text(encoding="utf-8").strip(),
+        **{key: value for key, value in given.items() if value is not None and key != "name"},
+    )
+
+    async def work(runtime: Runtime) -> str:
+        current = await runtime.snippets.get(identifier)
+        kept = {key: getattr(current, key) for key, value in given.items() if value is None}
+        new = checked.model_copy(update=kept)
+        return (await runtime.snippets.update(identifier, new)).model_dump_json(indent=2)
 
     typer.echo(run(work))
 
@@ -94,7 +167,7 @@ def snippets_create(
 
 @snippets_cli.command("delete")
 def snippets_delete(identifier: str) -> None:
-    """Delete a database snippet; a file snippet of the same identifier shows again."""
+    """Retire a database snippet (its versions are kept); a file snippet of it shows again."""
 
     async def work(runtime: Runtime) -> None:
         await runtime.snippets.delete(identifier)

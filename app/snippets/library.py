@@ -29,12 +29,13 @@ class ComposedSnippets:
 
 
 def snippet_use(snippet: Snippet) -> SnippetUse:
-    """How provenance and the audit record name a snippet a job used."""
+    """How provenance and the audit record name a snippet a job used: the hash is of the text
+    itself, not the stored checksum, so a row changed behind the API shows in replay."""
     return SnippetUse(
         identifier=snippet.identifier,
         version=snippet.version if snippet.source == "database" else None,
         source=snippet.source,
-        sha256=snippet.checksum or template_checksum(snippet.text),
+        sha256=template_checksum(snippet.text),
     )
 
 
