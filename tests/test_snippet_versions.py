@@ -13,13 +13,13 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from app.cache.key import cache_key
+from app.cache.key import CACHE_KEY_PREFIX, cache_key
 from app.errors import SnippetConflict, SnippetNotFound
 from app.schemas import ModelParams, Provenance, RenderedPrompt, SnippetIn, SnippetUse
 from app.snippets import SnippetLibrary
 from app.store.db import Database
 from app.store.snippets import SnippetRepository
-from app.tracking import template_checksum
+from app.tracking import canonical_json, sha256_hex, template_checksum
 from tests.fakes.provider_server import FakeProviderServer
 from tests.support import run_cli as run
 from tests.support import serve_app, settings_for
@@ -198,9 +198,22 @@ def test_the_cache_key_changes_with_a_used_snippets_text_and_only_then() -> None
         return SnippetUse(identifier="nova", version=1, source="database", sha256=sha)
 
     assert key(_provenance([use("sha256:1")])) != key(_provenance([use("sha256:2")]))
+    # A snippet-free request keeps the key it had before snippets had versions.
     without = _provenance([])
-    assert "snippet_versions" not in without.model_dump(mode="json")
-    assert key(without) == key(without.model_copy(update={"snippet_versions": []}))
+    material = {
+        "pattern_name": "note",
+        "pattern_content_hash": "sha256:a",
+        "variables_hash": "sha256:b",
+        "user_prompt_hash": "sha256:c",
+        "snippet_ids": [],
+        "provider": "openai",
+        "model": "m",
+        "params": ModelParams().model_dump(mode="json"),
+        "prompt_hash": sha256_hex(canonical_json(prompt.model_dump(mode="json")).encode()),
+        "output_schema_hash": None,
+    }
+    digest = sha256_hex(canonical_json(material).encode()).removeprefix("sha256:")
+    assert key(without) == CACHE_KEY_PREFIX + digest
 
 
 # --- over HTTP: provenance, drift, replay, the version routes ---------------------------------

@@ -144,7 +144,6 @@ class Provenance(FrozenModel):
     snippet_ids: list[str] = Field(default_factory=list)
     snippet_versions: list[SnippetUse] = Field(
         default_factory=list,
-        exclude_if=is_empty,
         description="The snippets used, in prompt order: version (database) and text hash.",
     )
     continuation_hash: str | None = Field(
