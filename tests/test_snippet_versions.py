@@ -18,6 +18,7 @@ from app.errors import SnippetConflict, SnippetNotFound
 from app.schemas import ModelParams, Provenance, RenderedPrompt, SnippetIn, SnippetUse
 from app.snippets import SnippetLibrary
 from app.store.db import Database
+from app.store.jobs import JobRepository
 from app.store.snippets import SnippetRepository
 from app.tracking import canonical_json, sha256_hex, template_checksum
 from tests.fakes.provider_server import FakeProviderServer
@@ -381,6 +382,15 @@ async def test_migration_keeps_every_snippet_of_the_previous_release_as_version_
                     ),
                     {"i": identifier, "n": identifier.title(), "t": body, "a": active},
                 )
+            await conn.execute(
+                text(
+                    "INSERT INTO jobs (id, status, source_kind, source_name, source_base_path, "
+                    "pattern_content_hash, variables_hash, user_prompt_hash, provider, model, "
+                    "params, prompt_redacted, redaction_map, snippet_ids, created_at) VALUES "
+                    "('j1', 'completed', 'pattern', 'note', 'patterns', 'sha256:aa', 'sha256:v', "
+                    "'sha256:u', 'openai', 'm', '{}', '{}', '{}', '[\"nova\"]', CURRENT_TIMESTAMP)"
+                )
+            )
         await database.migrate()
         assert await database.schema_is_current()
         async with database.engine.connect() as conn:
@@ -389,12 +399,20 @@ async def test_migration_keeps_every_snippet_of_the_previous_release_as_version_
                     text("SELECT identifier, version, live, active, checksum FROM snippets")
                 )
             ).all()
+        job = await JobRepository(database.sessions, database.lane).get("j1")
         library = library_on(database, root)
         served = await library.get("nova")
         edited = await library.update("nova", nova("You are Nova, v2."))
         hidden = await library.list(include_inactive=True)
+        await database.downgrade("0007")  # back to one row per identifier: the live versions
+        async with database.engine.connect() as conn:
+            down = (await conn.execute(text("SELECT identifier, text FROM snippets"))).all()
+        await database.migrate()
+        assert await database.schema_is_current()
     finally:
         await database.aclose()
+    assert job is not None and (job.snippet_ids, job.snippet_versions) == (["nova"], None)
+    assert sorted(tuple(r) for r in down) == [("nova", "You are Nova, v2."), ("old", "Old.")]
     assert sorted((r[0], r[1], bool(r[2]), bool(r[3]), r[4]) for r in rows) == [
         ("nova", 1, True, True, template_checksum("You are Nova.")),
         ("old", 1, True, False, template_checksum("Old.")),
