@@ -201,7 +201,7 @@ def test_the_cache_key_changes_with_a_used_snippets_text_and_only_then() -> None
     assert key(_provenance([use("sha256:1")])) != key(_provenance([use("sha256:2")]))
     # A snippet-free request keeps the key it had before snippets had versions.
     without = _provenance([])
-    material = {
+    material: dict[str, Any] = {
         "pattern_name": "note",
         "pattern_content_hash": "sha256:a",
         "variables_hash": "sha256:b",
