@@ -128,6 +128,8 @@ async def test_delete_retires_keeps_versions_and_activate_restores(
     recreated = await library.create(nova("Third."))
     assert recreated.version == 3
     await library.delete("nova")
+    replayed = await library.compose({"PERSONA": "nova"}, pinned={"nova": 1})  # replay still can
+    assert replayed.text == "PERSONA:\nYou are Nova."
     assert (await library.activate("nova", 2)).text == "Second."
     with pytest.raises(SnippetNotFound) as missing:
         await library.activate("nova", 9)

@@ -131,6 +131,7 @@ class SnippetRepository:
         for _ in range(_ATTEMPTS):
             try:
                 async with self._sessions.begin() as session:
+                    await self._lock(session, snippet.identifier)
                     live = await self._live(session, snippet.identifier)
                     if not (when_live if live is not None else when_absent):
                         return None
@@ -158,6 +159,7 @@ class SnippetRepository:
         """Make one stored version live (a rollback or roll-forward), atomically."""
         try:
             async with self._sessions.begin() as session:
+                await self._lock(session, identifier)
                 row = await self._version(session, identifier, version)
                 if row is None:
                     raise SnippetNotFound(
@@ -189,6 +191,20 @@ class SnippetRepository:
                 .values(live=False)
             )
         return bool(getattr(result, "rowcount", 0))
+
+    @staticmethod
+    async def _lock(session: AsyncSession, identifier: str) -> None:
+        """Wait for, then hold, every stored version of `identifier` (PostgreSQL; SQLite has one
+        writer anyway). Changes of one snippet then run one after another, always locking in
+        version order, so two edits never deadlock on the two unique indexes; the reads that
+        follow are new statements, so they see what the edit before committed. A first version
+        has nothing to lock: two of those race on the unique index and one retries."""
+        await session.execute(
+            select(SnippetRow.id)
+            .where(SnippetRow.identifier == identifier)
+            .order_by(SnippetRow.version)
+            .with_for_update()
+        )
 
     @staticmethod
     async def _live(session: AsyncSession, identifier: str) -> SnippetRow | None:
