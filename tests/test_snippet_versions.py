@@ -15,7 +15,14 @@ from sqlalchemy import text
 
 from app.cache.key import CACHE_KEY_PREFIX, cache_key
 from app.errors import SnippetConflict, SnippetNotFound
-from app.schemas import ModelParams, Provenance, RenderedPrompt, SnippetIn, SnippetUse
+from app.schemas import (
+    ModelParams,
+    Provenance,
+    RenderedPrompt,
+    Snippet,
+    SnippetIn,
+    SnippetUse,
+)
 from app.snippets import SnippetLibrary
 from app.store.db import Database
 from app.store.jobs import JobRepository
@@ -140,17 +147,24 @@ async def test_concurrent_edits_each_store_a_version_or_get_a_clean_conflict(
     database: Database, root: Path
 ) -> None:
     library = library_on(database, root)
-    await library.create(nova())
-    results = await asyncio.gather(
-        *(library.update("nova", nova(f"Edit {n}.")) for n in range(6)), return_exceptions=True
+    creates = await asyncio.gather(
+        *(library.create(nova(f"Create {n}.")) for n in range(4)), return_exceptions=True
     )
-    unexpected = [r for r in results if isinstance(r, BaseException)]
-    assert all(isinstance(r, SnippetConflict) for r in unexpected), unexpected
-    stored = [r for r in results if not isinstance(r, BaseException)]
-    assert stored, "at least one edit wins"
+    assert sorted(type(r).__name__ for r in creates) == ["Snippet"] + ["SnippetExists"] * 3
+    stored: list[Snippet] = []
+    for _ in range(3):  # a few rounds: a deadlock or a half-applied edit shows in one of them
+        results = await asyncio.gather(
+            *(library.update("nova", nova(f"Edit {n}.")) for n in range(6)),
+            return_exceptions=True,
+        )
+        unexpected = [r for r in results if isinstance(r, BaseException)]
+        assert all(isinstance(r, SnippetConflict) for r in unexpected), unexpected
+        stored += [r for r in results if isinstance(r, Snippet)]
+    assert stored, "edits win"
     listing = await library.versions("nova")
     versions = [v.version for v in listing.versions]
     assert versions == list(range(1, len(stored) + 2))  # no gaps, no duplicates
+    assert sorted(s.version or 0 for s in stored) == versions[1:]  # each answer names its own
     assert [v.version for v in listing.versions if v.live] == [listing.live_version]
     assert (await library.get("nova")).version == listing.live_version
 
