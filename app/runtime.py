@@ -56,7 +56,10 @@ from app.store.secrets import ReplayVault, load_or_create_key
 from app.store.snippets import SnippetRepository
 from app.store.teams import TeamRepository
 from app.store.templates import TemplateRepository
+from app.store.webhooks import DeliveryRepository  # webhooks
 from app.store.writer import AuditWriter
+from app.webhooks import EventSink, NoEvents  # webhooks
+from app.webhooks.dispatcher import WebhookDispatcher, dispatcher_from_settings  # webhooks
 
 log = structlog.get_logger(__name__)
 _KEY_USE_SECONDS = 30.0
@@ -131,6 +134,9 @@ class Runtime:
     cache: ResponseCache
     limits: ConcurrencyLimits
     quotas: QuotaGuard
+    # webhooks: the delivery log, and the dispatcher (None without GENAI_WEBHOOKS__URLS)
+    deliveries: DeliveryRepository
+    webhooks: WebhookDispatcher | None
     _background: _Background = field(default_factory=_Background, repr=False, compare=False)
 
     async def start(self) -> None:
@@ -161,7 +167,14 @@ class Runtime:
             providers=self.providers.status(),
             database=self.database.safe_url,
         )
+        if self.webhooks is not None:  # webhooks
+            self.webhooks.start()
         background.serving = True
+
+    @property
+    def events(self) -> EventSink:
+        """Where release actions report what they did: the dispatcher, or nowhere."""
+        return self.webhooks if self.webhooks is not None else NoEvents()
 
     async def _stop(self) -> None:
         """Stop what `start` started: the stale-job checks between two rounds, never inside
@@ -178,6 +191,8 @@ class Runtime:
                 await self.authenticator.save_last_use()
         if background.watcher is not None:
             await background.watcher.aclose()
+        if self.webhooks is not None:  # webhooks: between two rounds, then its HTTP client
+            await self.webhooks.aclose()
 
     async def aclose(self) -> None:
         """Stop the background work, then drain queued audit writes first: a clean stop loses
@@ -461,6 +476,10 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
     other. The model configuration is proven before anything is opened. `patterns`: a catalog
     already read from `settings.pattern_dir` (by `genai serve`'s preflight), not read again."""
     models = _proven_models(settings, patterns)
+    if settings.webhooks.urls and settings.webhooks.secret is None:  # webhooks: before opening
+        raise ConfigurationError(
+            "GENAI_WEBHOOKS__SECRET", "is required when GENAI_WEBHOOKS__URLS is set"
+        )
     database = await _open_database(settings)
     keys = _Keys.load(settings)
     authenticator = _authenticator(settings, database, keys)
@@ -488,6 +507,7 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
         redactor=keys.redactor,
         metrics=metrics,
     )
+    deliveries = DeliveryRepository(database.sessions, postgres=not database.is_sqlite)  # webhooks
     return Runtime(
         settings=settings,
         database=database,
@@ -508,4 +528,8 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
         cache=cache,
         limits=limits,
         quotas=quotas,
+        deliveries=deliveries,  # webhooks
+        webhooks=dispatcher_from_settings(
+            settings.webhooks, deliveries=deliveries, metrics=metrics
+        ),
     )
