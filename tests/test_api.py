@@ -485,6 +485,9 @@ async def test_openapi_has_stable_operation_ids_and_examples(client: httpx.Async
         "retrieveModel",
         "createMessage",  # the Anthropic-compatible routes (tests/test_anthropic_door.py)
         "countMessageTokens",
+        "listWebhookDeliveries",  # the webhook delivery log (tests/test_webhooks_http.py)
+        "retryWebhookDelivery",
+        "sendTestWebhook",
     }
     assert spec["components"]["schemas"]["RenderRequest"]["examples"]
     completion = spec["paths"]["/v1/completions"]["post"]
