@@ -148,6 +148,9 @@ class WebhookDispatcher:
             except GenAIError as exc:  # the store is down: try again after a poll interval
                 log.warning("webhook_dispatch_paused", error_type=exc.error_type)
                 wait = self._tuning.poll_seconds
+            except Exception:  # a bug must not end delivery for the process's lifetime
+                log.exception("webhook_dispatch_failed")
+                wait = self._tuning.poll_seconds
             if wait > 0 and not self._stop.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), wait)
