@@ -323,3 +323,25 @@ async def test_claims_racing_on_the_same_rows_split_them(
     ids = [delivery.id for claimed in results for delivery in claimed]
     assert len(ids) == len(set(ids))  # no row leased to two claimers
     assert len(ids) == 20
+
+
+async def test_a_stop_during_a_hanging_attempt_leaves_the_row_to_be_claimed_again(
+    make_dispatcher: Any, receiver: WebhookReceiver, repo: DeliveryRepository
+) -> None:
+    receiver.reply(HANG)
+    dispatcher: WebhookDispatcher = make_dispatcher(timeout_seconds=60.0, stop_grace_seconds=0.1)
+    dispatcher.start()
+    await dispatcher.emit("label.moved", {"label": "prod"})
+
+    async def stuck() -> bool:
+        return receiver.hanging == 1
+
+    await eventually(stuck)
+    await dispatcher.aclose()  # returns though the receiver never answered
+    [row] = await repo.recent(limit=1)
+    assert (row.status, row.attempts) == ("pending", 1)
+    lease = dataclasses.replace(TUNING, timeout_seconds=60.0).lease_seconds
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=lease + 1)
+    [again] = await repo.claim(now=later, lease_seconds=60, limit=5)  # the next process's claim
+    assert (again.id, again.attempt) == (row.id, 2)
+    receiver.release()

@@ -49,6 +49,7 @@ class DispatchTuning:
     backoff_max_seconds: float = 600.0
     batch_size: int = 20
     poll_seconds: float = 5.0
+    stop_grace_seconds: float = 5.0  # attempts under way at shutdown may finish within this
 
     @property
     def lease_seconds(self) -> float:
@@ -117,15 +118,16 @@ class WebhookDispatcher:
             self._task = asyncio.create_task(self._run(), name="webhook-dispatcher")
 
     async def aclose(self) -> None:
-        """Stop between two rounds (an attempt under way may finish within its timeout; one cut
-        short is claimed again once its lease runs out), then close the HTTP client."""
+        """Stop between two rounds; attempts under way get `stop_grace_seconds` to finish, then
+        are cut short (their rows are claimed again once the lease runs out, so a hanging
+        receiver cannot hold up a shutdown). Then the HTTP client is closed."""
         self._stop.set()
         self._wake.set()
         if self._task is not None:
             try:
-                await asyncio.wait_for(self._task, self._tuning.timeout_seconds + 5.0)
+                await asyncio.wait_for(self._task, self._tuning.stop_grace_seconds)
             except TimeoutError:
-                log.warning("webhook_dispatcher_stopped_mid_attempt")
+                log.warning("webhook_attempts_cut_short_at_stop")
             self._task = None
         await self._http.aclose()
 
