@@ -68,6 +68,20 @@ async def test_a_test_event_is_delivered_signed_and_shows_in_the_log(
         none = await http.get("/v1/webhooks/deliveries", params={"event_type": "label.moved"})
         assert none.json()["deliveries"] == []
 
+        # What a release action does once it has committed: the runtime's sink, then the log.
+        await runtime.events.emit("label.moved", {"label": "prod", "from": 1, "to": 2})
+
+        async def moved() -> bool:
+            answer = await http.get(
+                "/v1/webhooks/deliveries",
+                params={"event_type": "label.moved", "status": "delivered"},
+            )
+            return len(answer.json()["deliveries"]) == 1
+
+        await eventually(moved)
+        moved_body = json.loads(receiver.received[-1].body)
+        assert moved_body["type"] == "label.moved" and moved_body["data"]["to"] == 2
+
 
 async def test_a_failed_delivery_is_retried_through_the_api(
     fake: FakeProviderServer, database_url: str, receiver: WebhookReceiver
