@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import json
+import random
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -69,7 +70,7 @@ class WebhookDispatcher:
         tuning: DispatchTuning,
         metrics: Metrics | None = None,
         clock: Callable[[], dt.datetime] = _utcnow,
-        jitter: Callable[[], float] | None = None,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self._deliveries = deliveries
         self.urls = list(urls)
@@ -198,6 +199,8 @@ class WebhookDispatcher:
             status, error = None, f"no answer within {self._tuning.timeout_seconds:g}s"
         except httpx.HTTPError as exc:  # never str(exc): it may carry the URL and its query
             status, error = None, f"request failed: {type(exc).__name__}"
+        except httpx.InvalidURL:  # settings check the scheme; a URL httpx still cannot send
+            return self._failed(None, "the receiver URL is invalid"), "failed"
         else:
             status = response.status_code
             if 200 <= status < 300:
@@ -220,7 +223,7 @@ class WebhookDispatcher:
             initial=self._tuning.backoff_initial_seconds,
             maximum=self._tuning.backoff_max_seconds,
             retry_after=retry_after,
-            **({"jitter": self._jitter} if self._jitter is not None else {}),
+            jitter=self._jitter,
         )
         return Settlement(
             status="pending", at=now, status_code=status, error=error, next_attempt_at=when
