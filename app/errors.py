@@ -39,6 +39,9 @@
     │   ├── SnippetConflict            409 snippet_conflict     (a concurrent edit won; retry)
     │   ├── MissingSnippets            422 missing_snippets     (labels the pattern expects)
     │   ├── InvalidSnippetLabels       422 invalid_snippet_labels (labels must be UPPER_SNAKE)
+    │   ├── DeliveryNotFound           404 delivery_not_found   (no webhook delivery with that id)
+    │   ├── DeliveryNotRetriable       409 delivery_not_retriable (only a failed one is retried)
+    │   ├── WebhooksNotConfigured      409 webhooks_not_configured (GENAI_WEBHOOKS__URLS is empty)
     │   ├── InvalidConversation        422 invalid_conversation (parts that do not fit together)
     │   ├── UnsupportedParameter       422 unsupported_parameter (would change the answer; cannot)
     │   └── CapabilityMissing          422 capability_missing   (the model cannot do what is asked)
@@ -731,6 +734,50 @@ class StructuredOutputInvalid(ProviderError):
 
     def details(self) -> dict[str, Any]:
         return {**super().details(), "attempts": self.attempts, "issues": self.issues}
+
+
+# Webhooks: the delivery log (app/api/webhooks.py).
+class DeliveryNotFound(RequestProblem):
+    status_code = 404
+    error_type = "delivery_not_found"
+
+    def __init__(self, delivery_id: int) -> None:
+        super().__init__(
+            f"No webhook delivery with id {delivery_id}. GET /v1/webhooks/deliveries lists them."
+        )
+        self.delivery_id = delivery_id
+
+    def details(self) -> dict[str, Any]:
+        return {"delivery_id": self.delivery_id}
+
+
+class DeliveryNotRetriable(RequestProblem):
+    """Only a failed delivery is retried: a pending one is still being tried, a delivered one
+    arrived (emit the event again to send it anew)."""
+
+    status_code = 409
+    error_type = "delivery_not_retriable"
+
+    def __init__(self, delivery_id: int, status: str) -> None:
+        super().__init__(
+            f"Webhook delivery {delivery_id} is {status}; only a failed delivery can be retried."
+        )
+        self.delivery_id = delivery_id
+        self.status = status
+
+    def details(self) -> dict[str, Any]:
+        return {"delivery_id": self.delivery_id, "status": self.status}
+
+
+class WebhooksNotConfigured(RequestProblem):
+    status_code = 409
+    error_type = "webhooks_not_configured"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "No webhook receiver is configured: set GENAI_WEBHOOKS__URLS and "
+            "GENAI_WEBHOOKS__SECRET."
+        )
 
 
 class ConfigurationError(Exception):

@@ -22,6 +22,7 @@ from app.api import (
     teams,
     templates,
     usage,
+    webhooks,
 )
 from app.api.errors import install_error_handlers
 from app.api.openapi import GatewayAPI
@@ -66,6 +67,7 @@ OPENAPI_TAGS = [
         "name": "anthropic-compatible",
         "description": "Anthropic Messages and token counting, for Anthropic SDKs.",
     },
+    {"name": "webhooks", "description": "Release events sent to receivers: the delivery log."},
 ]
 
 
@@ -90,6 +92,7 @@ API_MODULES = (
     keys,
     teams,
     health,
+    webhooks,
 )
 
 

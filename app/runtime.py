@@ -56,7 +56,10 @@ from app.store.secrets import ReplayVault, load_or_create_key
 from app.store.snippets import SnippetRepository
 from app.store.teams import TeamRepository
 from app.store.templates import TemplateRepository
+from app.store.webhooks import DeliveryRepository
 from app.store.writer import AuditWriter
+from app.webhooks import EventSink, NoEvents
+from app.webhooks.dispatcher import WebhookDispatcher, dispatcher_from_settings
 
 log = structlog.get_logger(__name__)
 _KEY_USE_SECONDS = 30.0
@@ -131,6 +134,8 @@ class Runtime:
     cache: ResponseCache
     limits: ConcurrencyLimits
     quotas: QuotaGuard
+    deliveries: DeliveryRepository
+    webhooks: WebhookDispatcher | None  # None without GENAI_WEBHOOKS__URLS
     _background: _Background = field(default_factory=_Background, repr=False, compare=False)
 
     async def start(self) -> None:
@@ -161,7 +166,14 @@ class Runtime:
             providers=self.providers.status(),
             database=self.database.safe_url,
         )
+        if self.webhooks is not None:
+            self.webhooks.start()
         background.serving = True
+
+    @property
+    def events(self) -> EventSink:
+        """Where release actions report what they did: the dispatcher, or nowhere."""
+        return self.webhooks if self.webhooks is not None else NoEvents()
 
     async def _stop(self) -> None:
         """Stop what `start` started: the stale-job checks between two rounds, never inside
@@ -178,6 +190,8 @@ class Runtime:
                 await self.authenticator.save_last_use()
         if background.watcher is not None:
             await background.watcher.aclose()
+        if self.webhooks is not None:  # between two rounds, then its HTTP client
+            await self.webhooks.aclose()
 
     async def aclose(self) -> None:
         """Stop the background work, then drain queued audit writes first: a clean stop loses
@@ -374,9 +388,13 @@ class _Catalog:
         )
 
 
-def _catalog(settings: Settings, database: Database, patterns: PatternCatalog) -> _Catalog:
+def _catalog(
+    settings: Settings, database: Database, patterns: PatternCatalog, events: EventSink
+) -> _Catalog:
     snippets = SnippetLibrary(
-        store=SnippetRepository(database.sessions), file_roots=list(settings.pattern_dir)
+        store=SnippetRepository(database.sessions),
+        file_roots=list(settings.pattern_dir),
+        events=events,
     )
     snippets.refresh_files()
     renderer = TemplateRenderer(
@@ -461,12 +479,19 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
     other. The model configuration is proven before anything is opened. `patterns`: a catalog
     already read from `settings.pattern_dir` (by `genai serve`'s preflight), not read again."""
     models = _proven_models(settings, patterns)
+    if settings.webhooks.urls and settings.webhooks.secret is None:  # refused before opening
+        raise ConfigurationError(
+            "GENAI_WEBHOOKS__SECRET", "is required when GENAI_WEBHOOKS__URLS is set"
+        )
     database = await _open_database(settings)
     keys = _Keys.load(settings)
     authenticator = _authenticator(settings, database, keys)
     metrics = Metrics(labels=_label_vocabulary(settings, models.rules.policy, models.patterns))
     store = await _audit_store(settings, database, keys)
-    catalog = _catalog(settings, database, models.patterns)
+    deliveries = DeliveryRepository(database.sessions, postgres=not database.is_sqlite)
+    webhooks = dispatcher_from_settings(settings.webhooks, deliveries=deliveries, metrics=metrics)
+    events: EventSink = webhooks if webhooks is not None else NoEvents()
+    catalog = _catalog(settings, database, models.patterns, events)
     providers = ProviderRegistry.from_settings(settings)
     preparer = PromptPreparer(
         resolver=catalog.resolver(metrics),
@@ -487,7 +512,7 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
         templates=catalog.templates,
         redactor=keys.redactor,
         metrics=metrics,
-        snippets=catalog.snippets,  # issue 19: snippet drift
+        snippets=catalog.snippets,
     )
     return Runtime(
         settings=settings,
@@ -509,4 +534,6 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
         cache=cache,
         limits=limits,
         quotas=quotas,
+        deliveries=deliveries,
+        webhooks=webhooks,
     )

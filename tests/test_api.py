@@ -488,6 +488,9 @@ async def test_openapi_has_stable_operation_ids_and_examples(client: httpx.Async
         "listSnippetVersions",  # snippet versions (issue 19)
         "getSnippetVersion",
         "activateSnippetVersion",
+        "listWebhookDeliveries",  # the webhook delivery log (tests/test_webhooks_http.py)
+        "retryWebhookDelivery",
+        "sendTestWebhook",
     }
     assert spec["components"]["schemas"]["RenderRequest"]["examples"]
     completion = spec["paths"]["/v1/completions"]["post"]

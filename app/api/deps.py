@@ -33,6 +33,9 @@ from app.service import GenAIService
 from app.snippets import SnippetLibrary
 from app.store.teams import TeamRepository
 from app.store.templates import TemplateRepository
+from app.store.webhooks import DeliveryRepository  # webhooks
+from app.webhooks import EventSink  # webhooks
+from app.webhooks.dispatcher import WebhookDispatcher  # webhooks
 
 
 def _runtime(request: Request) -> Runtime:
@@ -73,6 +76,18 @@ async def get_authenticator(request: Request) -> Authenticator:
 
 async def get_teams(request: Request) -> TeamRepository:
     return _runtime(request).teams
+
+
+async def get_deliveries(request: Request) -> DeliveryRepository:  # webhooks
+    return _runtime(request).deliveries
+
+
+async def get_webhooks(request: Request) -> WebhookDispatcher | None:  # webhooks
+    return _runtime(request).webhooks
+
+
+async def get_events(request: Request) -> EventSink:  # webhooks: where release actions emit
+    return _runtime(request).events
 
 
 # Declares the bearer scheme in the OpenAPI document; the Authenticator reads the header itself
@@ -217,6 +232,9 @@ MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 AuditBacklogDep = Annotated[AuditBacklog, Depends(get_audit_backlog)]
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]
 ProvidersDep = Annotated[ProviderRegistry, Depends(get_providers)]
+DeliveriesDep = Annotated[DeliveryRepository, Depends(get_deliveries)]  # webhooks
+WebhooksDep = Annotated[WebhookDispatcher | None, Depends(get_webhooks)]  # webhooks
+EventsDep = Annotated[EventSink, Depends(get_events)]  # webhooks
 CanComplete = require(Scope.complete)
 IsAdmin = require(Scope.admin)
 

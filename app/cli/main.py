@@ -13,6 +13,7 @@ from app.cli.snippets import snippets_cli
 from app.cli.store import db_cli, templates_cli
 from app.cli.teams import teams_cli
 from app.cli.usage import usage
+from app.cli.webhooks import webhooks_cli  # webhooks
 from app.config import get_settings
 from app.observability.logging import configure_logging
 
@@ -28,6 +29,7 @@ cli.add_typer(snippets_cli, name="snippets")
 cli.add_typer(keys_cli, name="keys")
 cli.add_typer(teams_cli, name="teams")
 cli.add_typer(jobs_cli, name="jobs")
+cli.add_typer(webhooks_cli, name="webhooks")  # webhooks
 cli.command("drift")(drift)
 cli.command("usage")(usage)
 cli.command()(serve)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -245,6 +246,46 @@ class QuotaSettings(BaseModel):
     )
 
 
+class WebhookSettings(BaseModel):
+    """Release events (label moves, new versions) posted to receivers: docs/webhooks.md."""
+
+    urls: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Receiver URLs (http/https): a JSON list or comma-separated. Empty: no "
+        "webhooks.",
+    )
+    secret: SecretStr | None = Field(
+        default=None, description="Signs every delivery (HMAC-SHA256); required with urls."
+    )
+    timeout_seconds: float = Field(default=10.0, gt=0, le=120, description="Per attempt.")
+    max_attempts: int = Field(default=8, ge=1, le=50, description="Then the delivery fails.")
+    backoff_initial_seconds: float = Field(
+        default=5.0, gt=0, le=3600, description="Wait after the first failure; doubles each time."
+    )
+    backoff_max_seconds: float = Field(
+        default=600.0, gt=0, le=86_400, description="The longest wait between two attempts."
+    )
+
+    @field_validator("urls", mode="before")
+    @classmethod
+    def _split_urls(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return value
+
+    @field_validator("urls")
+    @classmethod
+    def _http_only(cls, value: list[str]) -> list[str]:
+        for url in value:
+            scheme, _, rest = url.partition("://")
+            if scheme.lower() not in {"http", "https"} or not rest.strip("/"):
+                raise ValueError(f"{url!r}: a webhook URL must be http:// or https://host/…")
+        return value
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GENAI_",
@@ -341,6 +382,7 @@ class Settings(BaseSettings):
     )
     limits: LimitSettings = Field(default_factory=LimitSettings)
     quotas: QuotaSettings = Field(default_factory=QuotaSettings)
+    webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     request: RequestSettings = Field(default_factory=RequestSettings)
     prices: dict[str, ModelPrice] = Field(
         default_factory=dict,

@@ -127,6 +127,19 @@ class Metrics:
         self._add_cache(families)
         self._add_limits(families)
         self._add_usage(families)
+        self._add_webhooks(families)
+
+    def _add_webhooks(self, families: _Families) -> None:
+        """Release events posted to receivers (app/webhooks)."""
+        self.webhook_deliveries = families.counter(
+            "genai_webhook_deliveries_total",
+            "Webhook attempts by result: delivered, retry (scheduled again) or failed (for good).",
+            ["result"],
+        )
+        self.webhook_events_lost = families.plain_counter(
+            "genai_webhook_events_not_queued_total",
+            "Events that could not be written to the delivery outbox (the store failed).",
+        )
 
     def _add_requests(self, families: _Families) -> None:
         """Completions, and every HTTP request with its latency and the gateway's own share."""

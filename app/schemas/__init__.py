@@ -124,6 +124,12 @@ from app.schemas.usage import (
     UsageTotals,
     UsageWindow,
 )
+from app.schemas.webhooks import (  # webhooks
+    DeliveryStatus,
+    WebhookDeliveryInfo,
+    WebhookDeliveryList,
+    WebhookTestSent,
+)
 
 __all__ = [
     "INT32_MAX",
@@ -146,6 +152,7 @@ __all__ = [
     "CaseExpectations",
     "CompletionEnvelope",
     "CompletionResponse",
+    "DeliveryStatus",
     "DriftFinding",
     "DriftReport",
     "ErrorBody",
@@ -212,6 +219,9 @@ __all__ = [
     "UsageTotals",
     "UsageWindow",
     "ValidationIssues",
+    "WebhookDeliveryInfo",
+    "WebhookDeliveryList",
+    "WebhookTestSent",
     "WindowSpend",
     "current_limits",
     "is_snippet_label",

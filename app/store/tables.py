@@ -277,3 +277,33 @@ class ApiKey(Base):
     tpm: Mapped[int | None] = mapped_column(Integer, nullable=True)
     allowed_models: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
     allowed_patterns: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
+
+
+class WebhookDelivery(Base):
+    """One event bound for one receiver URL: the durable outbox and the delivery log at once.
+
+    `emit` writes it pending; the dispatcher claims it by setting `lease_until` (a replica whose
+    lease runs out lost it), posts, then marks it delivered, failed, or pending again with a
+    later `next_attempt_at`."""
+
+    __tablename__ = "webhook_deliveries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    event_id: Mapped[str] = mapped_column(String(36))  # one per event, shared by its URLs
+    event_type: Mapped[str] = mapped_column(String(100))
+    url: Mapped[str] = mapped_column(String(2000))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    status: Mapped[str] = mapped_column(String(16), default="pending")  # |delivered|failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now)
+    last_status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    last_error: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    lease_until: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now)
+    delivered_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+    __table_args__ = (
+        # The dispatcher's question: which pending rows are due?
+        Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
+        Index("ix_webhook_deliveries_created", "created_at"),
+    )
