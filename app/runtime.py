@@ -23,6 +23,7 @@ from app.auth.first_key import issue_first_admin_key
 from app.cache import ResponseCache, build_cache
 from app.catalog import PatternCatalog
 from app.catalog.chat import CHAT_SOURCE
+from app.catalog.labels import PassingGate, TemplateLabels
 from app.catalog.renderer import TemplateRenderer
 from app.catalog.resolver import SourceResolver
 from app.catalog.watch import FileWatcher, Owners
@@ -52,11 +53,13 @@ from app.store.counters import CounterRepository
 from app.store.db import Database, describe_storage_error
 from app.store.jobs import JobRepository
 from app.store.keys import ApiKeyRepository
+from app.store.labels import LabelRepository
 from app.store.secrets import ReplayVault, load_or_create_key
 from app.store.snippets import SnippetRepository
 from app.store.teams import TeamRepository
 from app.store.templates import TemplateRepository
 from app.store.writer import AuditWriter
+from app.webhooks import NoEvents
 
 log = structlog.get_logger(__name__)
 _KEY_USE_SECONDS = 30.0
@@ -131,6 +134,7 @@ class Runtime:
     cache: ResponseCache
     limits: ConcurrencyLimits
     quotas: QuotaGuard
+    template_labels: TemplateLabels  # release flow: label moves, their gate and history
     _background: _Background = field(default_factory=_Background, repr=False, compare=False)
 
     async def start(self) -> None:
@@ -364,11 +368,13 @@ class _Catalog:
     templates: TemplateRepository
     snippets: SnippetLibrary
     renderer: TemplateRenderer
+    labels: LabelRepository
 
     def resolver(self, metrics: Metrics) -> SourceResolver:
         return SourceResolver(
             patterns=self.patterns,
             templates=self.templates,
+            labels=self.labels,
             renderer=self.renderer,
             on_fallback=lambda role: metrics.template_fallbacks.inc(),
         )
@@ -385,7 +391,25 @@ def _catalog(settings: Settings, database: Database, patterns: PatternCatalog) -
         workers=settings.render_workers,
     )
     templates = TemplateRepository(database.sessions)
-    return _Catalog(patterns=patterns, templates=templates, snippets=snippets, renderer=renderer)
+    return _Catalog(
+        patterns=patterns,
+        templates=templates,
+        snippets=snippets,
+        renderer=renderer,
+        labels=LabelRepository(database.sessions),
+    )
+
+
+def _template_labels(settings: Settings, catalog: _Catalog) -> TemplateLabels:
+    """Label moves; the gate runs no tests yet and events go nowhere (webhooks wire in later)."""
+    return TemplateLabels(
+        templates=catalog.templates,
+        labels=catalog.labels,
+        gate=PassingGate(),
+        events=NoEvents(),
+        protected=settings.release.protected_labels,
+        require_tests=settings.release.require_tests,
+    )
 
 
 def _upstream(
@@ -508,4 +532,5 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
         cache=cache,
         limits=limits,
         quotas=quotas,
+        template_labels=_template_labels(settings, catalog),
     )

@@ -64,7 +64,9 @@ def templates_create(
     ] = None,
     blueprint_schema: Annotated[Path | None, typer.Option(help="JSON schema file.")] = None,
     blueprint_instructions: Annotated[str | None, typer.Option()] = None,
-    activate: Annotated[bool, typer.Option(help="Make it the active variant.")] = False,
+    activate: Annotated[
+        bool, typer.Option(help="Move the `production` label to it (the first version always).")
+    ] = False,
 ) -> None:
     """Store the next version of a template (its text is immutable once stored)."""
     name, role = key  # one argument of two words: a template is keyed by (name, role)
@@ -84,7 +86,9 @@ def templates_create(
 
     async def work(runtime: Runtime) -> str:
         # The same check, then store, as POST /v1/templates: compile, contract, trial render.
-        version = await store_new_template(runtime.renderer, runtime.templates, new)
+        version = await store_new_template(
+            runtime.renderer, runtime.template_labels, new, author="cli"
+        )
         return version.model_dump_json(indent=2)
 
     typer.echo(run(work))
@@ -92,12 +96,13 @@ def templates_create(
 
 @templates_cli.command("list")
 def templates_list(name: Annotated[str | None, typer.Argument()] = None) -> None:
-    """Every stored version; `*` marks the active variant."""
+    """Every stored version; `*` marks the one `production` points at, then its labels."""
 
     async def work(runtime: Runtime) -> list[str]:
         versions = await runtime.templates.list_versions(name)
         return [
             f"{'*' if v.active else ' '} {v.name:<24} {v.role:<16} v{v.version:<4} {v.checksum}"
+            + (f" [{', '.join(v.labels)}]" if v.labels else "")
             for v in versions
         ]
 
@@ -117,10 +122,10 @@ def templates_show(name: str, role: str, version: int) -> None:
 
 @templates_cli.command("activate")
 def templates_activate(name: str, role: str, version: int) -> None:
-    """Make one version the active variant of (name, role)."""
+    """Deprecated: move the `production` label to one version (`genai templates label`)."""
 
     async def work(runtime: Runtime) -> str:
-        activated = await runtime.templates.activate(name, role, version)
+        activated = await runtime.template_labels.activate(name, role, version, author="cli")
         return f"{activated.name}/{activated.role} v{activated.version} is active"
 
     typer.echo(run(work))
