@@ -485,6 +485,10 @@ async def test_openapi_has_stable_operation_ids_and_examples(client: httpx.Async
         "retrieveModel",
         "createMessage",  # the Anthropic-compatible routes (tests/test_anthropic_door.py)
         "countMessageTokens",
+        "moveTemplateLabel",  # template labels (issue 19, tests/test_template_labels.py)
+        "listTemplateLabels",
+        "templateLabelHistory",
+        "deleteTemplateLabel",
     }
     assert spec["components"]["schemas"]["RenderRequest"]["examples"]
     completion = spec["paths"]["/v1/completions"]["post"]

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response, status
 from pydantic import BaseModel
+from starlette.convertors import Convertor, register_url_convertor
 
 from app.api.body import OffLoopBodyRoute
 from app.api.deps import (
@@ -100,13 +101,29 @@ async def activate_template_version(
 
 # --- labels -----------------------------------------------------------------------------------
 
+
+class _LabelSegment(Convertor[str]):
+    """A path segment that is never `history`: `…/labels/history` is the history route alone,
+    so a PUT or DELETE there is a 405, not a move of a label named `history`."""
+
+    regex = r"(?!history/?$)[^/]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("template_label", _LabelSegment())
+
 LabelPath = Annotated[
     str, Path(pattern=LABEL, description="Lowercase letters, digits, `_.-` (not `history`).")
 ]
 
 
 @router.put(
-    "/{name}/{role}/labels/{label}",
+    "/{name}/{role}/labels/{label:template_label}",
     operation_id="moveTemplateLabel",
     dependencies=[IsAdmin],
     summary="Point a label at a version, or split it between two (a canary)",
@@ -154,7 +171,7 @@ async def template_label_history(
 
 
 @router.delete(
-    "/{name}/{role}/labels/{label}",
+    "/{name}/{role}/labels/{label:template_label}",
     operation_id="deleteTemplateLabel",
     dependencies=[IsAdmin],
     status_code=status.HTTP_204_NO_CONTENT,
