@@ -6,6 +6,7 @@ nothing half-applied."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -200,7 +201,7 @@ def test_a_split_sends_each_version_its_share_within_statistical_bounds() -> Non
         version=7,
         split=[SplitShare(version=7, weight=90), SplitShare(version=8, weight=10)],
         revision=1,
-        moved_at="2026-11-27T00:00:00Z",  # type: ignore[arg-type]
+        moved_at=dt.datetime(2026, 11, 27, tzinfo=dt.UTC),
     )
     ids = [f"req-{n}" for n in range(2000)]
     chosen = [choose_version(info, request_id) for request_id in ids]
