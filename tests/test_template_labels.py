@@ -237,11 +237,13 @@ async def test_a_canary_answers_by_request_id_and_the_record_names_version_and_l
             envelope = sent.json()
             assert envelope["prompt"]["system"] == ("One Ada." if expected == 1 else "Three Ada.")
             assert envelope["provenance"]["pattern_name"] == f"template:reply:writer:v{expected}"
+            assert envelope["provenance"]["template_label"] == "production"
             job = (await http.get(f"/v1/jobs/{envelope['job_id']}")).json()
             assert (job["template_version"], job["template_label"]) == (expected, "production")
         answered[request_id] = expected
     assert set(answered.values()) == {1, 3}
     pinned = await http.post("/v1/completions", json=rendered("", version=2))
+    assert "template_label" not in pinned.json()["provenance"]
     job = (await http.get(f"/v1/jobs/{pinned.json()['job_id']}")).json()
     assert (job["template_version"], job["template_label"]) == (2, None)
 

@@ -19,6 +19,7 @@ class RenderedFrom:
     base_path: str
     content_hash: str
     variables: Mapping[str, Any]
+    label: str | None = None  # the template label that chose the version, if one did
 
 
 def build_provenance(
@@ -44,4 +45,5 @@ def build_provenance(
         provider=provider,
         model=model,
         snippet_ids=list(snippet_ids or []),
+        template_label=source.label,
     )
