@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -101,7 +102,7 @@ async def test_a_move_is_recorded_with_its_author_and_a_rollback_is_a_move_back(
     assert [(m["from_version"], m["to_version"], m["message"]) for m in moves] == [
         (3, 1, "v3 is rude"),
         (1, 3, "ship v3"),
-        (None, 1, "version 1 created with activate"),
+        (None, 1, "version 1 created (the first)"),
     ]
     assert [m["author"] for m in moves] == [key_id, key_id, key_id]
     versions = (await http.get("/v1/templates?name=reply")).json()["versions"]
@@ -366,6 +367,25 @@ def test_cli_moves_splits_and_lists_labels_with_one_line_errors(cli_db: Path) ->
             run("templates", "create", "reply", "writer", "-f", str(source), "-v", "a").exit_code
             == 0
         )
+    cases = tmp / "cases.yaml"
+    cases.write_text("- name: greets\n  variables: {a: Ada}\n  expect: {prompt_contains: Ada}\n")
+    with_tests = run(
+        "templates",
+        "create",
+        "reply",
+        "writer",
+        "-f",
+        str(source),
+        "-v",
+        "a",
+        "--tests",
+        str(cases),
+    )
+    assert with_tests.exit_code == 0, with_tests.output
+    assert json.loads(with_tests.stdout)["tests"][0]["expect"]["prompt_contains"] == ["Ada"]
+    cases.write_text("- name: [unclosed\n")
+    broken = run("templates", "create", "reply", "writer", "-f", str(source), "--tests", str(cases))
+    assert broken.exit_code == 2 and len(broken.output.strip().splitlines()) == 1, broken.output
     moved = run("templates", "label", "reply", "writer", "production", "--version", "2", "-m", "go")
     assert moved.exit_code == 0, moved.output
     assert "reply/writer production → v2" in moved.stdout

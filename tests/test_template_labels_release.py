@@ -115,6 +115,11 @@ async def test_committed_actions_are_announced_and_refused_ones_are_not(
     assert created["template"] == {"name": "reply", "role": "writer"}
     assert (created["version"], created["labels"], created["key_id"]) == (1, ["production"], "k1")
     assert created["checksum"].startswith("sha256:")
+    first_move = events.events[1][1]
+    assert (first_move["to"], first_move["message"]) == (
+        {"version": 1, "split": None},
+        "version 1 created (the first)",
+    )
     staged, deleted = events.events[3][1], events.events[4][1]
     assert staged["label"] == "staging" and staged["from"] is None
     assert staged["to"] == {"version": 2, "split": None}

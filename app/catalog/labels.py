@@ -25,7 +25,7 @@ from app.schemas import (
     TemplateVersion,
 )
 from app.store.labels import LabelRepository, Moved, Target
-from app.store.templates import TemplateRepository
+from app.store.templates import TemplateRepository, creation_message
 from app.tracking import template_checksum
 from app.webhooks import EventSink
 
@@ -110,7 +110,8 @@ class TemplateLabels:
             },
         )
         if moved is not None:
-            await self._moved(version.name, version.role, PRODUCTION, moved, "", author)
+            message = creation_message(version.version, new.activate)
+            await self._moved(version.name, version.role, PRODUCTION, moved, message, author)
         return version
 
     async def move(

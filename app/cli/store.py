@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+import yaml
 
 from app.catalog.templates import store_new_template
 from app.cli.jobs import drift
@@ -67,6 +68,12 @@ def templates_create(
     activate: Annotated[
         bool, typer.Option(help="Move the `production` label to it (the first version always).")
     ] = False,
+    tests: Annotated[
+        Path | None,
+        typer.Option(
+            help="Its pattern test cases: a YAML or JSON list (protected labels run them)."
+        ),
+    ] = None,
 ) -> None:
     """Store the next version of a template (its text is immutable once stored)."""
     name, role = key  # one argument of two words: a template is keyed by (name, role)
@@ -79,9 +86,16 @@ def templates_create(
             activate=activate,
             blueprint_schema=json.loads(blueprint_schema.read_text()) if blueprint_schema else None,
             blueprint_instructions=blueprint_instructions,
+            tests=yaml.safe_load(tests.read_text(encoding="utf-8")) or [] if tests else [],
         )
-    except (OSError, json.JSONDecodeError) as exc:  # unreadable file, bad JSON schema file
-        typer.echo(f"genai: {exc}", err=True)  # (an invalid name or role: OperatorErrors)
+    except (
+        OSError,
+        json.JSONDecodeError,
+        yaml.YAMLError,
+    ) as exc:  # unreadable file, bad JSON schema file
+        typer.echo(
+            f"genai: {' '.join(str(exc).split())}", err=True
+        )  # (an invalid name or role: OperatorErrors)
         raise typer.Exit(code=2) from None
 
     async def work(runtime: Runtime) -> str:

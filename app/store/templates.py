@@ -91,7 +91,7 @@ class TemplateRepository:
                         role=new.role,
                         label=PRODUCTION,
                         target=Target(version=row.version),
-                        message=message or f"version {row.version} created with activate",
+                        message=message or creation_message(row.version, new.activate),
                         author=author,
                         revision=revision,
                     )
@@ -159,3 +159,8 @@ async def _revision(session: AsyncSession, name: str, role: str, label: str) -> 
             TemplateLabel.name == name, TemplateLabel.role == role, TemplateLabel.label == label
         )
     )
+
+
+def creation_message(version: int, activate: bool) -> str:
+    """The history's message when creating a version moved `production`."""
+    return f"version {version} created" + (" with activate" if activate else " (the first)")
