@@ -28,6 +28,10 @@
     │   ├── TemplateNotFound           404 template_not_found
     │   ├── InvalidTemplate            422 invalid_template     (body and declared variables differ)
     │   ├── TemplateConflict           409 template_conflict    (a concurrent change won)
+    │   ├── LabelNotFound              404 label_not_found      (no such label on the template)
+    │   ├── LabelConflict              409 label_conflict       (a concurrent label move won)
+    │   ├── LabelProtected             409 label_protected      (e.g. deleting `production`)
+    │   ├── TestsFailed                422 tests_failed         (names the failing pattern tests)
     │   ├── JobNotFound                404 job_not_found
     │   ├── ApiKeyNotFound             404 api_key_not_found
     │   ├── TeamNotFound               404 team_not_found       (a key naming one: 422 at `team`)
@@ -359,6 +363,43 @@ class VariableContractViolation(PatternRenderError):
 class TemplateConflict(RequestProblem):
     status_code = 409
     error_type = "template_conflict"
+
+
+# --- template labels (release flow) ---
+
+
+class LabelNotFound(RequestProblem):
+    status_code = 404
+    error_type = "label_not_found"
+
+
+class LabelConflict(RequestProblem):
+    """Another move of the same label committed first; read the label again and retry."""
+
+    status_code = 409
+    error_type = "label_conflict"
+
+
+class LabelProtected(RequestProblem):
+    """The label cannot take this action (deleting `production`, a reserved name)."""
+
+    status_code = 409
+    error_type = "label_protected"
+
+
+class TestsFailed(RequestProblem):
+    """A protected label may only point at versions whose pattern tests pass."""
+
+    __test__ = False  # not a pytest class
+    status_code = 422
+    error_type = "tests_failed"
+
+    def __init__(self, message: str, failures: Sequence[str]) -> None:
+        super().__init__(message)
+        self.failures = list(failures)
+
+    def details(self) -> dict[str, Any]:
+        return {"failures": self.failures}
 
 
 class JobNotFound(RequestProblem):

@@ -23,6 +23,7 @@ from app.auth.first_key import issue_first_admin_key
 from app.cache import ResponseCache, build_cache
 from app.catalog import PatternCatalog
 from app.catalog.chat import CHAT_SOURCE
+from app.catalog.labels import PassingGate, TemplateLabels
 from app.catalog.renderer import TemplateRenderer
 from app.catalog.resolver import SourceResolver
 from app.catalog.watch import FileWatcher, Owners
@@ -52,6 +53,7 @@ from app.store.counters import CounterRepository
 from app.store.db import Database, describe_storage_error
 from app.store.jobs import JobRepository
 from app.store.keys import ApiKeyRepository
+from app.store.labels import LabelRepository
 from app.store.secrets import ReplayVault, load_or_create_key
 from app.store.snippets import SnippetRepository
 from app.store.teams import TeamRepository
@@ -136,6 +138,7 @@ class Runtime:
     quotas: QuotaGuard
     deliveries: DeliveryRepository
     webhooks: WebhookDispatcher | None  # None without GENAI_WEBHOOKS__URLS
+    template_labels: TemplateLabels  # release flow: label moves, their gate and history
     _background: _Background = field(default_factory=_Background, repr=False, compare=False)
 
     async def start(self) -> None:
@@ -378,11 +381,13 @@ class _Catalog:
     templates: TemplateRepository
     snippets: SnippetLibrary
     renderer: TemplateRenderer
+    labels: LabelRepository
 
     def resolver(self, metrics: Metrics) -> SourceResolver:
         return SourceResolver(
             patterns=self.patterns,
             templates=self.templates,
+            labels=self.labels,
             renderer=self.renderer,
             on_fallback=lambda role: metrics.template_fallbacks.inc(),
         )
@@ -403,7 +408,25 @@ def _catalog(
         workers=settings.render_workers,
     )
     templates = TemplateRepository(database.sessions)
-    return _Catalog(patterns=patterns, templates=templates, snippets=snippets, renderer=renderer)
+    return _Catalog(
+        patterns=patterns,
+        templates=templates,
+        snippets=snippets,
+        renderer=renderer,
+        labels=LabelRepository(database.sessions),
+    )
+
+
+def _template_labels(settings: Settings, catalog: _Catalog, events: EventSink) -> TemplateLabels:
+    """Label moves, their gate and history; each committed move or new version is an event."""
+    return TemplateLabels(
+        templates=catalog.templates,
+        labels=catalog.labels,
+        gate=PassingGate(),
+        events=events,
+        protected=settings.release.protected_labels,
+        require_tests=settings.release.require_tests,
+    )
 
 
 def _upstream(
@@ -536,4 +559,5 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
         quotas=quotas,
         deliveries=deliveries,
         webhooks=webhooks,
+        template_labels=_template_labels(settings, catalog, events),
     )

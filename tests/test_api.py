@@ -491,6 +491,10 @@ async def test_openapi_has_stable_operation_ids_and_examples(client: httpx.Async
         "listWebhookDeliveries",  # the webhook delivery log (tests/test_webhooks_http.py)
         "retryWebhookDelivery",
         "sendTestWebhook",
+        "moveTemplateLabel",  # template labels (issue 19, tests/test_template_labels.py)
+        "listTemplateLabels",
+        "templateLabelHistory",
+        "deleteTemplateLabel",
     }
     assert spec["components"]["schemas"]["RenderRequest"]["examples"]
     completion = spec["paths"]["/v1/completions"]["post"]

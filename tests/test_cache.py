@@ -38,6 +38,7 @@ from app.schemas import (
     Provenance,
     RenderedPrompt,
     StructuredOutcome,
+    TemplateLabelInfo,
     TemplateRef,
     TemplateVersion,
     Usage,
@@ -585,8 +586,10 @@ class _NoActiveTemplates:
     async def get(self, name: str, role: str, version: int) -> TemplateVersion:
         raise AssertionError("no pinned version is asked for here")
 
-    async def get_active(self, name: str, role: str) -> TemplateVersion | None:
-        return None
+
+class _NoLabels:
+    async def get(self, name: str, role: str, label: str) -> TemplateLabelInfo | None:
+        return None  # no `production` label: the fallback prompt
 
 
 async def test_the_resolved_source_carries_the_patterns_cache_flag(tmp_path: Path) -> None:
@@ -596,6 +599,7 @@ async def test_the_resolved_source_carries_the_patterns_cache_flag(tmp_path: Pat
     resolver = SourceResolver(
         patterns=PatternCatalog(roots=[tmp_path]),
         templates=_NoActiveTemplates(),
+        labels=_NoLabels(),
         renderer=renderer,
     )
     try:

@@ -262,8 +262,17 @@ def provenance_for(
 
 def changed_fields(before: Provenance, after: Provenance) -> set[str]:
     old, new = before.model_dump(), after.model_dump()
-    # prov-1 has every field but prov-2's continuation_hash, which it leaves out.
-    assert old.keys() == new.keys() == set(Provenance.model_fields) - {"continuation_hash"}
+    # prov-1 has every field but prov-2's continuation_hash, which it leaves out (and a
+    # pattern's has no template_label).
+    assert (
+        old.keys()
+        == new.keys()
+        == set(Provenance.model_fields)
+        - {
+            "continuation_hash",
+            "template_label",
+        }
+    )
     return {field for field in old if old[field] != new[field]}
 
 

@@ -120,8 +120,10 @@ class _NoTemplates:
     async def get(self, name: str, role: str, version: int) -> object:
         raise AssertionError("no template is read")
 
-    async def get_active(self, name: str, role: str) -> object:
-        raise AssertionError("no template is read")
+
+class _NoLabels:
+    async def get(self, name: str, role: str, label: str) -> object:
+        raise AssertionError("no label is read")
 
 
 async def test_patterns_render_on_the_loop_only_once_compiled_quick_and_small(
@@ -134,7 +136,12 @@ async def test_patterns_render_on_the_loop_only_once_compiled_quick_and_small(
     )
     catalog = PatternCatalog(tmp_path)
     renderer = TemplateRenderer(timeout_seconds=1.0, max_chars=100_000, workers=1)
-    resolver = SourceResolver(patterns=catalog, templates=_NoTemplates(), renderer=renderer)  # type: ignore[arg-type]
+    resolver = SourceResolver(
+        patterns=catalog,
+        templates=_NoTemplates(),  # type: ignore[arg-type]
+        labels=_NoLabels(),  # type: ignore[arg-type]
+        renderer=renderer,
+    )
     seen: list[bool] = []
     run = renderer.run
 

@@ -4,6 +4,7 @@ variable contract, rendering by reference, the fallback prompt, blueprints and t
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -11,11 +12,11 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import update
+from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.store.tables import PromptTemplate
+from app.store.tables import TemplateLabel
 from app.tracking import canonical_json, sha256_hex
 from tests.fakes.provider_server import FakeProviderServer
 from tests.support import run_cli as run
@@ -173,7 +174,7 @@ async def test_activating_an_unknown_version_is_404_template_not_found(
     assert (await get_version(http, 1))["active"] is True
 
 
-async def test_the_database_itself_refuses_a_second_active_version(
+async def test_the_database_itself_refuses_a_second_production_label(
     http: httpx.AsyncClient, database_url: str
 ) -> None:
     await created(http)
@@ -183,9 +184,14 @@ async def test_the_database_itself_refuses_a_second_active_version(
         with pytest.raises(IntegrityError):
             async with engine.begin() as connection:
                 await connection.execute(
-                    update(PromptTemplate)
-                    .where(PromptTemplate.name == "reply", PromptTemplate.role == "writer")
-                    .values(active=True)
+                    insert(TemplateLabel).values(
+                        name="reply",
+                        role="writer",
+                        label="production",
+                        version=2,
+                        revision=1,
+                        moved_at=dt.datetime.now(dt.UTC),
+                    )
                 )
     finally:
         await engine.dispose()

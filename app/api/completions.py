@@ -8,6 +8,7 @@ from app.api.body import OffLoopBodyRoute
 from app.api.deps import CallerDep, CanComplete, CompleterDep, ServiceDep
 from app.api.errors import error_responses
 from app.api.openapi import COMPLETION_EVENTS
+from app.api.params import LabelHeader, with_label
 from app.api.paths import COMPLETIONS, V1
 from app.api.responses import GatewayJSONResponse
 from app.schemas import CompletionEnvelope, RenderRequest, RenderResult
@@ -33,8 +34,9 @@ router = APIRouter(
     },
 )
 async def create_completion(
-    body: RenderRequest, completer: CompleterDep
+    body: RenderRequest, completer: CompleterDep, label: LabelHeader = None
 ) -> CompletionEnvelope | Response:
+    body = with_label(body, label)
     if body.stream:
         return await completer.stream(body)
     # Serialised once, here (FastAPI would validate and dump the response model again).
@@ -48,6 +50,7 @@ async def create_completion(
     responses=error_responses(404, 422),
 )
 async def render_prompt(
-    body: RenderRequest, service: ServiceDep, caller: CallerDep
+    body: RenderRequest, service: ServiceDep, caller: CallerDep, label: LabelHeader = None
 ) -> RenderResult:
+    body = with_label(body, label)
     return await service.render(body, caller)

@@ -21,6 +21,7 @@ from app.auth.authenticator import Authenticator
 from app.auth.keys import Scope
 from app.auth.principal import Principal
 from app.catalog import PatternCatalog
+from app.catalog.labels import TemplateLabels
 from app.catalog.renderer import TemplateRenderer
 from app.config import Settings
 from app.observability.metrics import Metrics
@@ -258,3 +259,13 @@ async def get_completer(
 
 
 CompleterDep = Annotated[Completer, Depends(get_completer)]
+
+
+# --- template labels (release flow) ---
+
+
+async def get_template_labels(request: Request) -> TemplateLabels:
+    return _runtime(request).template_labels
+
+
+TemplateLabelsDep = Annotated[TemplateLabels, Depends(get_template_labels)]

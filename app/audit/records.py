@@ -195,6 +195,7 @@ class RecordBuilder:
             template_id=source.template_id,
             template_role=role,
             template_version=source.version,
+            template_label=source.label,
             pattern_content_hash=provenance.pattern_content_hash,
             variables_hash=provenance.variables_hash,
             user_prompt_hash=provenance.user_prompt_hash,

@@ -8,17 +8,21 @@ come through the small `TemplateVersions` protocol, so the catalog does not depe
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 import structlog
 
+from app.catalog.canary import choose_version
 from app.catalog.catalog import PatternCatalog
 from app.catalog.chat import CHAT_SOURCE, chat_source
 from app.catalog.renderer import TemplateRenderer, small_inputs
 from app.catalog.source import DATABASE_BASE_PATH, RenderedSource
 from app.catalog.templates import FALLBACK_SHA256, render_fallback, render_template_version
-from app.schemas import RenderRequest, TemplateRef, TemplateVersion
+from app.errors import LabelNotFound
+from app.observability.facts import request_facts
+from app.schemas import PRODUCTION, RenderRequest, TemplateLabelInfo, TemplateRef, TemplateVersion
 
 log = structlog.get_logger(__name__)
 
@@ -28,7 +32,11 @@ class TemplateVersions(Protocol):
 
     def get(self, name: str, role: str, version: int) -> Awaitable[TemplateVersion]: ...
 
-    def get_active(self, name: str, role: str) -> Awaitable[TemplateVersion | None]: ...
+
+class TemplateLabelLookup(Protocol):
+    """Where a label points (`app.store.labels` provides it); None: no such label."""
+
+    def get(self, name: str, role: str, label: str) -> Awaitable[TemplateLabelInfo | None]: ...
 
 
 class SourceResolver:
@@ -39,11 +47,13 @@ class SourceResolver:
         *,
         patterns: PatternCatalog,
         templates: TemplateVersions,
+        labels: TemplateLabelLookup,
         renderer: TemplateRenderer,
         on_fallback: Callable[[str], None] = lambda role: None,
     ) -> None:
         self._patterns = patterns
         self._templates = templates
+        self._labels = labels
         self._renderer = renderer
         self._on_fallback = on_fallback  # counts fallbacks per role (a metric), told the role
 
@@ -53,7 +63,9 @@ class SourceResolver:
         if request.pattern_key is not None:
             return await self.pattern(request.pattern_key, request.variables, request.user_prompt)
         assert request.template is not None  # RenderRequest guarantees exactly one source
-        return await self.template(request.template, request.variables, request.user_prompt)
+        return await self.template(
+            request.template, request.variables, request.user_prompt, label=request.label
+        )
 
     async def pattern(
         self, name: str, variables: Mapping[str, Any], user_prompt: str
@@ -90,14 +102,31 @@ class SourceResolver:
         )
 
     async def template(
-        self, ref: TemplateRef, variables: Mapping[str, Any], user_prompt: str
+        self,
+        ref: TemplateRef,
+        variables: Mapping[str, Any],
+        user_prompt: str,
+        *,
+        label: str | None = None,
     ) -> RenderedSource:
-        """A pinned or the active template version; the fallback prompt when none is active."""
-        version: TemplateVersion | None
+        """A pinned version, or the one its label picks (`ref.label`, else `label`, else
+        `production`); the fallback prompt when there is no `production` label."""
+        version: TemplateVersion | None = None
+        chosen_by: str | None = None
         if ref.version is not None:
             version = await self._templates.get(ref.name, ref.role, ref.version)
         else:
-            version = await self._templates.get_active(ref.name, ref.role)
+            chosen_by = ref.label or label or PRODUCTION
+            info = await self._labels.get(ref.name, ref.role, chosen_by)
+            if info is None and chosen_by != PRODUCTION:
+                raise LabelNotFound(
+                    f"Template {ref.name!r}/{ref.role!r} has no label {chosen_by!r}; "
+                    f"GET /v1/templates/{ref.name}/{ref.role}/labels lists them."
+                )
+            if info is not None:
+                request_id = request_facts().request_id or uuid.uuid4().hex
+                number = choose_version(info, request_id)
+                version = await self._templates.get(ref.name, ref.role, number)
         if version is None:
             self._on_fallback(ref.role)
             log.info("template_fallback", template=ref.name, role=ref.role)
@@ -126,4 +155,5 @@ class SourceResolver:
             template_id=version.id,
             role=version.role,
             version=version.version,
+            label=chosen_by,
         )

@@ -46,6 +46,7 @@ class RenderedSource:
     template_id: int | None = None
     role: str | None = None
     version: int | None = None
+    label: str | None = None  # the template label that picked `version` (None: pinned)
 
     @property
     def tasks(self) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from app.catalog.contract import declaration_problems, require_exactly
 from app.catalog.engine import apply_template, compile_template
+from app.catalog.labels import TemplateLabels
 from app.catalog.renderer import TemplateRenderer
 from app.errors import (
     InvalidPattern,
@@ -18,7 +19,6 @@ from app.errors import (
     SandboxViolation,
 )
 from app.schemas import TemplateCreate, TemplateVersion
-from app.store.templates import TemplateRepository
 from app.tracking import canonical_json, sha256_hex
 
 FALLBACK_TEMPLATE = "ROLE: {{ role }}\nINPUT: {{ input_json }}"
@@ -65,12 +65,12 @@ async def check_new_template(
 
 
 async def store_new_template(
-    renderer: TemplateRenderer, templates: TemplateRepository, new: TemplateCreate
+    renderer: TemplateRenderer, labels: TemplateLabels, new: TemplateCreate, *, author: str
 ) -> TemplateVersion:
     """Check, then store: the one way a new version reaches the registry, so POST /v1/templates
     and `genai templates create` can never hold a template to different rules."""
     await check_new_template(renderer, new.name, new.template, new.variables)
-    return await templates.create_version(new)
+    return await labels.create_version(new, author=author)
 
 
 def _blueprint(version: TemplateVersion) -> str:

@@ -35,6 +35,9 @@ cli.command("usage")(usage)
 cli.command()(serve)
 cli.command()(render)
 
+# `genai templates label` / `labels` (release flow): registered on templates_cli when imported.
+import app.cli.labels  # noqa: E402, F401
+
 
 @cli.callback()
 def _configure() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+import yaml
 
 from app.catalog.templates import store_new_template
 from app.cli.jobs import drift
@@ -64,7 +65,15 @@ def templates_create(
     ] = None,
     blueprint_schema: Annotated[Path | None, typer.Option(help="JSON schema file.")] = None,
     blueprint_instructions: Annotated[str | None, typer.Option()] = None,
-    activate: Annotated[bool, typer.Option(help="Make it the active variant.")] = False,
+    activate: Annotated[
+        bool, typer.Option(help="Move the `production` label to it (the first version always).")
+    ] = False,
+    tests: Annotated[
+        Path | None,
+        typer.Option(
+            help="Its pattern test cases: a YAML or JSON list (protected labels run them)."
+        ),
+    ] = None,
 ) -> None:
     """Store the next version of a template (its text is immutable once stored)."""
     name, role = key  # one argument of two words: a template is keyed by (name, role)
@@ -77,14 +86,23 @@ def templates_create(
             activate=activate,
             blueprint_schema=json.loads(blueprint_schema.read_text()) if blueprint_schema else None,
             blueprint_instructions=blueprint_instructions,
+            tests=yaml.safe_load(tests.read_text(encoding="utf-8")) or [] if tests else [],
         )
-    except (OSError, json.JSONDecodeError) as exc:  # unreadable file, bad JSON schema file
-        typer.echo(f"genai: {exc}", err=True)  # (an invalid name or role: OperatorErrors)
+    except (
+        OSError,
+        json.JSONDecodeError,
+        yaml.YAMLError,
+    ) as exc:  # unreadable file, bad JSON schema file
+        typer.echo(
+            f"genai: {' '.join(str(exc).split())}", err=True
+        )  # (an invalid name or role: OperatorErrors)
         raise typer.Exit(code=2) from None
 
     async def work(runtime: Runtime) -> str:
         # The same check, then store, as POST /v1/templates: compile, contract, trial render.
-        version = await store_new_template(runtime.renderer, runtime.templates, new)
+        version = await store_new_template(
+            runtime.renderer, runtime.template_labels, new, author="cli"
+        )
         return version.model_dump_json(indent=2)
 
     typer.echo(run(work))
@@ -92,12 +110,13 @@ def templates_create(
 
 @templates_cli.command("list")
 def templates_list(name: Annotated[str | None, typer.Argument()] = None) -> None:
-    """Every stored version; `*` marks the active variant."""
+    """Every stored version; `*` marks the one `production` points at, then its labels."""
 
     async def work(runtime: Runtime) -> list[str]:
         versions = await runtime.templates.list_versions(name)
         return [
             f"{'*' if v.active else ' '} {v.name:<24} {v.role:<16} v{v.version:<4} {v.checksum}"
+            + (f" [{', '.join(v.labels)}]" if v.labels else "")
             for v in versions
         ]
 
@@ -117,10 +136,10 @@ def templates_show(name: str, role: str, version: int) -> None:
 
 @templates_cli.command("activate")
 def templates_activate(name: str, role: str, version: int) -> None:
-    """Make one version the active variant of (name, role)."""
+    """Deprecated: move the `production` label to one version (`genai templates label`)."""
 
     async def work(runtime: Runtime) -> str:
-        activated = await runtime.templates.activate(name, role, version)
+        activated = await runtime.template_labels.activate(name, role, version, author="cli")
         return f"{activated.name}/{activated.role} v{activated.version} is active"
 
     typer.echo(run(work))

@@ -286,6 +286,19 @@ class WebhookSettings(BaseModel):
         return value
 
 
+class ReleaseSettings(BaseModel):
+    """Which template labels are protected, and what a version needs to take one."""
+
+    protected_labels: list[str] = Field(
+        default_factory=lambda: ["production"],
+        description="Labels only an admin key may move, and only to versions whose pattern "
+        "tests pass; they cannot be deleted.",
+    )
+    require_tests: bool = Field(
+        default=False, description="A version without tests cannot take a protected label."
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GENAI_",
@@ -421,6 +434,8 @@ class Settings(BaseSettings):
         default=3.0, gt=0, description="No query waits longer for a lock or a connection."
     )
     audit: AuditSettings = Field(default_factory=AuditSettings)
+    # Template labels (release flow): GENAI_RELEASE__PROTECTED_LABELS, …__REQUIRE_TESTS.
+    release: ReleaseSettings = Field(default_factory=ReleaseSettings)
 
     # API keys: every /v1 route needs one; only a salted HMAC of each is stored.
     auth_disabled: bool = Field(

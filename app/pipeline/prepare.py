@@ -249,7 +249,11 @@ class PromptPreparer:
         )
         provenance = build_provenance(
             RenderedFrom(
-                source.provenance_name, source.base_path, source.content_hash, source.variables
+                source.provenance_name,
+                source.base_path,
+                source.content_hash,
+                source.variables,
+                label=source.label,
             ),
             user_prompt=request.user_prompt,
             provider=choice.provider,

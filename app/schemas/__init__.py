@@ -227,3 +227,26 @@ __all__ = [
     "is_snippet_label",
     "unsafe_input",
 ]
+
+# --- template labels (release flow) ---
+from app.schemas.labels import (
+    PRODUCTION,
+    RESERVED_LABELS,
+    LabelHistory,
+    LabelMoveIn,
+    LabelMoveRecord,
+    SplitShare,
+    TemplateLabelInfo,
+    TemplateLabelList,
+)
+
+__all__ += [
+    "PRODUCTION",
+    "RESERVED_LABELS",
+    "LabelHistory",
+    "LabelMoveIn",
+    "LabelMoveRecord",
+    "SplitShare",
+    "TemplateLabelInfo",
+    "TemplateLabelList",
+]

@@ -151,6 +151,12 @@ class Provenance(FrozenModel):
         exclude_if=is_unset,
         description="prov-2: SHA-256 of the canonical JSON of the turns after the user prompt.",
     )
+    template_label: str | None = Field(
+        default=None,
+        exclude_if=is_unset,
+        description="The template label that chose the version in `pattern_name` (a canary's "
+        "answering version included); absent for patterns and pinned versions.",
+    )
 
 
 ModelSource = Literal[

@@ -115,6 +115,11 @@ class JobRecord(FrozenModel):
     )
     key_id: str | None = Field(default=None, description="The calling key's public id.")
     team: str | None = Field(default=None, description="The calling key's team.")
+    template_label: str | None = Field(
+        default=None,
+        description="The template label that chose `template_version` (a canary's version "
+        "included); null for a pinned version or a pattern.",
+    )
     streamed: bool = False
     latency_ms: float | None
     upstream_latency_ms: float | None

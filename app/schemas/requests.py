@@ -79,6 +79,12 @@ class TemplateRef(InputModel):
     name: str = Field(pattern=SLUG)
     role: str = Field(pattern=SLUG)
     version: Annotated[int, Field(ge=1, le=INT32_MAX), JSON_INTEGER] | None = None
+    label: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$",
+        description="The label that picks the version (default `production`); ignored when "
+        "`version` pins one.",
+    )
 
 
 class RenderRequest(InputModel):
@@ -140,6 +146,12 @@ class RenderRequest(InputModel):
         default=None,
         description="true: use the response cache; false: bypass it; unset: the pattern's "
         "`cache` front-matter decides.",
+    )
+    label: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$",
+        description="A template's label (default `production`): `template.label` wins over "
+        "this, this over the `x-genai-label` header. Ignored for patterns.",
     )
 
     @model_validator(mode="before")

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, StrictBool
 
 from app.schemas.base import SLUG, FrozenModel, InputModel
+from app.schemas.pattern_tests import PatternTestCase
 from app.schemas.requests import ModelParams
 
 
@@ -77,7 +78,15 @@ class TemplateCreate(InputModel):
     blueprint_schema: dict[str, Any] | None = None
     blueprint_instructions: str | None = None
     activate: StrictBool = Field(
-        default=False, description="Make this the active variant; the first version always is."
+        default=False,
+        description="Move the `production` label to this version; the first version always "
+        "gets it.",
+    )
+    tests: list[PatternTestCase] = Field(
+        default_factory=list,
+        max_length=200,
+        description="Pattern test cases this version must pass before a protected label "
+        "(e.g. `production`) may point at it.",
     )
 
 
@@ -88,12 +97,19 @@ class TemplateVersion(FrozenModel):
     version: int
     template: str
     variables: list[str]
-    active: bool
+    active: bool = Field(
+        default=False, description="True when the `production` label points at this version."
+    )
     checksum: str
     blueprint_schema: dict[str, Any] | None
     blueprint_instructions: str | None
     created_at: dt.datetime
     updated_at: dt.datetime
+    labels: list[str] = Field(
+        default_factory=list,
+        description="The labels pointing at this version (or splitting to it).",
+    )
+    tests: list[PatternTestCase] = Field(default_factory=list)
 
 
 class SnippetIn(InputModel):

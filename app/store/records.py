@@ -117,6 +117,7 @@ class PendingJob(_Row):
     replay_inputs: bytes | None = None
     key_id: str | None = None  # who asked (None with auth disabled)
     team: str | None = None
+    template_label: str | None = None  # the label that picked the template version
     status: Literal["pending"] = "pending"
     escaped_fields: tuple[str, ...] | None = None
 

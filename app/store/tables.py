@@ -73,23 +73,15 @@ class PromptTemplate(_Timestamps, Base):
     version: Mapped[int] = mapped_column(Integer)
     template: Mapped[str] = mapped_column(Text)
     variables: Mapped[list[Any]] = mapped_column(JSONType)
-    active: Mapped[bool] = mapped_column(Boolean, default=False)
     checksum: Mapped[str] = mapped_column(String(71))
     blueprint_schema: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
     blueprint_instructions: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # The version's own pattern test cases (PatternTestCase dumps); what a protected move runs.
+    tests: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
 
-    __table_args__ = (
-        Index("uq_prompt_templates_version", "name", "role", "version", unique=True),
-        # The database itself guarantees at most one active variant per (name, role).
-        Index(
-            "uq_prompt_templates_one_active",
-            "name",
-            "role",
-            unique=True,
-            sqlite_where=text("active"),
-            postgresql_where=text("active"),
-        ),
-    )
+    # Which version is live is no longer a flag here: the `production` label says so
+    # (template_labels, migration 0009).
+    __table_args__ = (Index("uq_prompt_templates_version", "name", "role", "version", unique=True),)
 
 
 # ix_jobs_usage, in order: the window, what reports group by, then what they count and sum.
@@ -134,6 +126,7 @@ class Job(Base):
     template_id: Mapped[int | None] = mapped_column(Integer)
     template_role: Mapped[str | None] = mapped_column(String(100))
     template_version: Mapped[int | None] = mapped_column(Integer)
+    template_label: Mapped[str | None] = mapped_column(String(64), nullable=True)  # 0009
     # The source's content hash at job time: what replay proves and drift compares against.
     pattern_content_hash: Mapped[str] = mapped_column(String(71))
     variables_hash: Mapped[str] = mapped_column(String(71))
@@ -307,3 +300,46 @@ class WebhookDelivery(Base):
         Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
         Index("ix_webhook_deliveries_created", "created_at"),
     )
+
+
+# --- template labels (migration 0009) ---
+
+
+class TemplateLabel(Base):
+    """A named pointer (`production`, `staging`, …) at one version of (name, role), or a canary
+    split between two versions by weight. `revision` is bumped on each move, so two admins
+    moving the same label at once cannot both win silently."""
+
+    __tablename__ = "template_labels"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(100))
+    label: Mapped[str] = mapped_column(String(64))
+    version: Mapped[int] = mapped_column(Integer)  # a split's first version
+    split: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)  # [{version, weight}]
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+    moved_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now)
+
+    __table_args__ = (Index("uq_template_labels", "name", "role", "label", unique=True),)
+
+
+class LabelMove(Base):
+    """The history of a label: who moved it (key id, `cli`, `anonymous`, `migration`), when,
+    from what to what (to: null when deleted), and why. Rows are only ever appended."""
+
+    __tablename__ = "label_moves"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(100))
+    label: Mapped[str] = mapped_column(String(64))
+    from_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    from_split: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
+    to_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    to_split: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
+    message: Mapped[str] = mapped_column(Text)
+    author: Mapped[str] = mapped_column(String(64))
+    moved_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now)
+
+    __table_args__ = (Index("ix_label_moves_template", "name", "role", "moved_at"),)

@@ -19,6 +19,7 @@ class RenderedFrom:
     base_path: str
     content_hash: str
     variables: Mapping[str, Any]
+    label: str | None = None  # the template label that chose the version, if one did
 
 
 def build_provenance(
@@ -46,4 +47,5 @@ def build_provenance(
         model=model,
         snippet_ids=list(snippet_ids or []),
         snippet_versions=list(snippet_versions),
+        template_label=source.label,
     )
