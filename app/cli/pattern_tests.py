@@ -131,7 +131,7 @@ def patterns_test(
         _bad_input(f"--live: {exc}")
     for report in reports:
         for case in report.cases:
-            if case.status != "passed":
+            if case.status == "failed":  # skipped ones are counted in the table
                 marker = case.status.upper()
                 for message in case.messages:
                     out.print(
