@@ -6,13 +6,14 @@ a template version's gate reuses it), suite.py wires a pattern's, junit.py write
 
 from app.release.cases import load_pattern_cases, parse_cases, tests_file
 from app.release.junit import junit_xml, write_junit
-from app.release.report import CaseReport, SuiteReport
+from app.release.report import CaseReport, PatternTestRun, SuiteReport
 from app.release.runner import LiveAnswer, case_request, run_case, run_cases
 from app.release.suite import pattern_cases, run_pattern_suite
 
 __all__ = [
     "CaseReport",
     "LiveAnswer",
+    "PatternTestRun",
     "SuiteReport",
     "case_request",
     "junit_xml",

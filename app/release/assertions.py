@@ -83,7 +83,7 @@ def has_answer_checks(expect: CaseExpectations) -> bool:
 def _schema_failures(schema: dict[str, object], answer: str) -> list[str]:
     try:
         parsed = json.loads(answer)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return [f"answer is not JSON ({exc.msg} at character {exc.pos}), so answer_schema fails"]
     errors = sorted(Draft202012Validator(schema).iter_errors(parsed), key=lambda e: e.json_path)
     return [f"answer does not satisfy answer_schema at {e.json_path}: {e.message}" for e in errors]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
-from app.schemas.base import FrozenModel, is_unset
+from app.schemas.base import MODEL, FrozenModel, InputModel, is_unset
 
 CaseStatus = Literal["passed", "failed", "skipped"]
 
@@ -70,3 +70,21 @@ class SuiteReport(FrozenModel):
             if case.status == "failed"
             for message in case.messages
         ]
+
+
+class PatternTestRun(InputModel):
+    """`POST /v1/patterns/{name}/test`: run the cases non-live (default) or live."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        json_schema_extra={"examples": [{"live": False, "model": None}]},
+    )
+
+    live: bool = Field(
+        default=False,
+        description="Also complete each case that asserts an answer (each an audited job).",
+    )
+    model: str | None = Field(
+        default=None, pattern=MODEL, description="`provider/model` every case uses."
+    )
