@@ -485,6 +485,7 @@ async def test_openapi_has_stable_operation_ids_and_examples(client: httpx.Async
         "retrieveModel",
         "createMessage",  # the Anthropic-compatible routes (tests/test_anthropic_door.py)
         "countMessageTokens",
+        "testPattern",  # pattern tests (issue 19, tests/test_pattern_tests_api.py)
     }
     assert spec["components"]["schemas"]["RenderRequest"]["examples"]
     completion = spec["paths"]["/v1/completions"]["post"]
