@@ -1,0 +1,142 @@
+"""`POST /v1/patterns/{name}/test`: the report as JSON for names with slashes, failing cases with
+their messages, 404 and 422 (file:line), and a live run audited like any completion."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.fakes.provider_server import FakeProviderServer, Reply
+from tests.support import serve_app, settings_for
+
+GREET = """---
+description: Greet a customer.
+---
+You help {{ customer }}.
+"""
+TESTS = """- name: names the customer
+  variables: {customer: Ana}
+  user_prompt: Where is my order?
+  expect:
+    prompt_contains: [Ana]
+- name: wrong customer
+  variables: {customer: Ana}
+  user_prompt: Hi
+  expect:
+    prompt_contains: [Bob]
+- name: answers about the order
+  variables: {customer: Ana}
+  user_prompt: Where is my order?
+  expect:
+    answer_contains: [order]
+    answer_max_chars: 100
+"""
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    pattern_root = tmp_path / "patterns"
+    (pattern_root / "support").mkdir(parents=True)
+    (pattern_root / "support" / "greet.md").write_text(GREET, encoding="utf-8")
+    (pattern_root / "support" / "greet.tests.yaml").write_text(TESTS, encoding="utf-8")
+    (pattern_root / "test.md").write_text("---\ndescription: Named test.\n---\nHi.\n")
+    return pattern_root
+
+
+@pytest.fixture
+async def http(
+    fake: FakeProviderServer, root: Path, database_url: str
+) -> AsyncIterator[httpx.AsyncClient]:
+    settings = settings_for(
+        fake, pattern_dir=[root], database_url=database_url, database_auto_migrate=True
+    )
+    async with serve_app(settings) as client:
+        yield client
+
+
+async def test_a_non_live_run_reports_each_case(
+    http: httpx.AsyncClient, fake: FakeProviderServer
+) -> None:
+    resp = await http.post("/v1/patterns/support/greet/test", json={"live": False})
+    assert resp.status_code == 200, resp.text
+    report = resp.json()
+    assert (report["suite"], report["live"]) == ("support/greet", False)
+    assert (report["total"], report["passed"], report["failed"], report["skipped"]) == (3, 1, 1, 1)
+    statuses = {case["name"]: (case["status"], case["messages"]) for case in report["cases"]}
+    assert statuses["names the customer"] == ("passed", [])
+    assert statuses["wrong customer"] == ("failed", ["prompt does not contain 'Bob'"])
+    assert statuses["answers about the order"][0] == "skipped"
+    assert fake.requests == []  # non-live: no provider call
+
+
+async def test_a_pattern_named_test_and_one_without_cases(http: httpx.AsyncClient) -> None:
+    resp = await http.post("/v1/patterns/test/test", json={})
+    assert resp.status_code == 200, resp.text
+    assert (resp.json()["suite"], resp.json()["total"]) == ("test", 0)
+    shown = await http.get("/v1/patterns/test")  # GET of the same name still reaches the pattern
+    assert shown.status_code == 200 and shown.json()["name"] == "test"
+
+
+async def test_unknown_pattern_is_404(http: httpx.AsyncClient) -> None:
+    resp = await http.post("/v1/patterns/support/nope/test", json={})
+    assert resp.status_code == 404
+    assert resp.json()["error"]["type"] == "pattern_not_found"
+
+
+async def test_a_broken_test_file_is_422_naming_file_and_line(
+    http: httpx.AsyncClient, root: Path
+) -> None:
+    broken = root / "support" / "greet.tests.yaml"
+    broken.write_text("- name: a\n  expect:\n    prompt_containz: [Ana]\n")
+    resp = await http.post("/v1/patterns/support/greet/test", json={})
+    assert resp.status_code == 422
+    error = resp.json()["error"]
+    assert error["type"] == "invalid_pattern_tests"
+    assert error["message"] == (
+        f"{broken}:3: case 'a': expect.prompt_containz: Extra inputs are not permitted"
+    )
+
+
+async def test_a_bad_body_is_422(http: httpx.AsyncClient) -> None:
+    resp = await http.post("/v1/patterns/support/greet/test", json={"live": "yes", "x": 1})
+    assert resp.status_code == 422
+    assert resp.json()["error"]["type"] == "invalid_request"
+
+
+async def test_a_live_run_is_audited_like_any_completion(
+    http: httpx.AsyncClient, fake: FakeProviderServer
+) -> None:
+    fake.script("openai", Reply.ok("Your order is on its way."))
+    resp = await http.post(
+        "/v1/patterns/support/greet/test", json={"live": True, "model": "openai/gpt-4o-mini"}
+    )
+    assert resp.status_code == 200, resp.text
+    report = resp.json()
+    assert (report["live"], report["passed"], report["failed"], report["skipped"]) == (
+        True,
+        2,
+        1,
+        0,
+    )
+    [answered] = [case for case in report["cases"] if case["name"] == "answers about the order"]
+    assert answered["status"] == "passed"
+    job = await http.get(f"/v1/jobs/{answered['job_id']}")
+    assert job.status_code == 200, job.text
+    assert (job.json()["status"], job.json()["source_name"]) == ("completed", "support/greet")
+    assert len(fake.calls("openai")) == 1  # only the case asserting an answer
+
+
+async def test_a_live_answer_that_fails_its_assertions_says_why(
+    http: httpx.AsyncClient, fake: FakeProviderServer
+) -> None:
+    fake.script("openai", Reply.ok("Hello! " * 30))
+    resp = await http.post("/v1/patterns/support/greet/test", json={"live": True})
+    [answered] = [c for c in resp.json()["cases"] if c["name"] == "answers about the order"]
+    assert answered["status"] == "failed"
+    assert answered["messages"] == [
+        "answer does not contain 'order'",
+        "answer is 210 characters, over answer_max_chars 100",
+    ]
