@@ -35,6 +35,12 @@ TESTS = """- name: names the customer
     answer_max_chars: 100
 """
 
+JUDGE = """---
+description: Grade an answer.
+---
+Grade this answer to case {{ case.name }}: {{ answer }}. Answer PASS or FAIL.
+"""
+
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
@@ -43,6 +49,7 @@ def root(tmp_path: Path) -> Path:
     (pattern_root / "support" / "greet.md").write_text(GREET, encoding="utf-8")
     (pattern_root / "support" / "greet.tests.yaml").write_text(TESTS, encoding="utf-8")
     (pattern_root / "test.md").write_text("---\ndescription: Named test.\n---\nHi.\n")
+    (pattern_root / "grade.md").write_text(JUDGE, encoding="utf-8")
     return pattern_root
 
 
@@ -140,3 +147,22 @@ async def test_a_live_answer_that_fails_its_assertions_says_why(
         "answer does not contain 'order'",
         "answer is 210 characters, over answer_max_chars 100",
     ]
+
+
+async def test_a_judge_pattern_grades_a_live_answer(
+    http: httpx.AsyncClient, fake: FakeProviderServer, root: Path
+) -> None:
+    (root / "support" / "greet.tests.yaml").write_text(
+        "- name: judged\n  variables: {customer: Ana}\n  user_prompt: Hi\n"
+        "  expect: {judge: grade}\n"
+    )
+    fake.script("openai", Reply.ok("Hello Ana!"), Reply.ok("FAIL: it ignores the order"))
+    resp = await http.post("/v1/patterns/support/greet/test", json={"live": True})
+    assert resp.status_code == 200, resp.text
+    [case] = resp.json()["cases"]
+    assert (case["status"], case["messages"]) == (
+        "failed",
+        ["judge 'grade' did not answer PASS: 'FAIL: it ignores the order'"],
+    )
+    answer_call, judge_call = fake.calls("openai")
+    assert "Grade this answer to case judged: Hello Ana!." in str(judge_call.body)

@@ -4,6 +4,7 @@ cases.py reads them, assertions.py checks one, runner.py runs a list (free of pa
 a template version's gate reuses it), suite.py wires a pattern's, junit.py writes CI's file.
 """
 
+from app.release.assertions import prompt_hash, prompt_text
 from app.release.cases import load_pattern_cases, parse_cases, tests_file
 from app.release.junit import junit_xml, write_junit
 from app.release.report import CaseReport, PatternTestRun, SuiteReport
@@ -20,6 +21,8 @@ __all__ = [
     "load_pattern_cases",
     "parse_cases",
     "pattern_cases",
+    "prompt_hash",
+    "prompt_text",
     "run_case",
     "run_cases",
     "run_pattern_suite",
