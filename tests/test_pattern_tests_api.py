@@ -164,5 +164,5 @@ async def test_a_judge_pattern_grades_a_live_answer(
         "failed",
         ["judge 'grade' did not answer PASS: 'FAIL: it ignores the order'"],
     )
-    answer_call, judge_call = fake.calls("openai")
+    _answer, judge_call = fake.calls("openai")
     assert "Grade this answer to case judged: Hello Ana!." in str(judge_call.body)
