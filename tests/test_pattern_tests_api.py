@@ -85,6 +85,9 @@ async def test_a_pattern_named_test_and_one_without_cases(http: httpx.AsyncClien
     assert (resp.json()["suite"], resp.json()["total"]) == ("test", 0)
     shown = await http.get("/v1/patterns/test")  # GET of the same name still reaches the pattern
     assert shown.status_code == 200 and shown.json()["name"] == "test"
+    # A path ending in /test is the test route only: other methods are told it takes POST.
+    wrong = await http.get("/v1/patterns/support/greet/test")
+    assert (wrong.status_code, wrong.headers["allow"]) == (405, "POST")
 
 
 async def test_unknown_pattern_is_404(http: httpx.AsyncClient) -> None:

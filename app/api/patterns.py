@@ -18,6 +18,7 @@ from app.api.deps import (
     ServiceDep,
 )
 from app.api.errors import error_responses
+from app.api.paths import PATTERN_NAME, PATTERN_TEST_SUFFIX
 from app.catalog import PatternInfo
 from app.errors import InvalidPattern
 from app.release import PatternTestRun, SuiteReport, pattern_cases, run_pattern_suite
@@ -70,7 +71,7 @@ async def list_patterns(catalog: CatalogDep) -> PatternList:
 
 
 @router.get(
-    "/{name:path}",
+    PATTERN_NAME,
     operation_id="getPattern",
     summary="One pattern's metadata, variables, defaults and content hash",
     responses=error_responses(404, 422),
@@ -94,7 +95,7 @@ async def get_pattern(name: str, catalog: CatalogDep, renderer: RendererDep) -> 
 
 
 @router.post(
-    "/{name:path}/test",
+    "/{name:path}" + PATTERN_TEST_SUFFIX,
     operation_id="testPattern",
     summary="Run a pattern's test cases: its rendered prompts, and with live: true its answers",
     responses=error_responses(404, 422),
