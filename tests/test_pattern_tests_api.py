@@ -9,8 +9,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.release import parse_cases, render_through, run_cases
+from app.schemas import TemplateRef
 from tests.fakes.provider_server import FakeProviderServer, Reply
-from tests.support import serve_app, settings_for
+from tests.support import running_app, serve_app, settings_for
 
 GREET = """---
 description: Greet a customer.
@@ -169,3 +171,35 @@ async def test_a_judge_pattern_grades_a_live_answer(
     )
     _answer, judge_call = fake.calls("openai")
     assert "Grade this answer to case judged: Hello Ana!." in str(judge_call.body)
+
+
+async def test_a_template_versions_cases_run_through_the_same_runner(
+    fake: FakeProviderServer, root: Path, database_url: str
+) -> None:
+    """The gate another part builds on: a stored template version's cases, non-live."""
+    settings = settings_for(
+        fake, pattern_dir=[root], database_url=database_url, database_auto_migrate=True
+    )
+    async with running_app(settings) as (app, http):
+        created = await http.post(
+            "/v1/templates",
+            json={
+                "name": "support-reply",
+                "role": "writer",
+                "template": "Answer as {{ brand }} support.",
+                "variables": ["brand"],
+            },
+        )
+        assert created.status_code == 201, created.text
+        cases = parse_cases(
+            "- name: names the brand\n  variables: {brand: Acme}\n  user_prompt: Hi\n"
+            '  expect: {prompt_equals: "Answer as Acme support.\\n\\nHi"}\n'
+            "- name: wrong brand\n  variables: {brand: Acme}\n  user_prompt: Hi\n"
+            "  expect: {prompt_contains: [Globex]}\n",
+            source="template support-reply/writer v1",
+        )
+        version = TemplateRef(name="support-reply", role="writer", version=1)
+        render = render_through(app.state.runtime.service.render, template=version)
+        report = await run_cases(cases, render=render, suite="support-reply/writer v1")
+    assert [case.status for case in report.cases] == ["passed", "failed"]
+    assert report.failure_messages() == ["case 'wrong brand': prompt does not contain 'Globex'"]

@@ -8,7 +8,7 @@ from app.release.assertions import prompt_hash, prompt_text
 from app.release.cases import load_pattern_cases, parse_cases, tests_file
 from app.release.junit import junit_xml, write_junit
 from app.release.report import CaseReport, PatternTestRun, SuiteReport
-from app.release.runner import LiveAnswer, case_request, run_case, run_cases
+from app.release.runner import LiveAnswer, case_request, render_through, run_case, run_cases
 from app.release.suite import pattern_cases, run_pattern_suite
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "pattern_cases",
     "prompt_hash",
     "prompt_text",
+    "render_through",
     "run_case",
     "run_cases",
     "run_pattern_suite",

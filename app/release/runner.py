@@ -16,9 +16,15 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from app.errors import GenAIError
-from app.release.assertions import check_answer, check_prompt, check_verdict, has_answer_checks
+from app.release.assertions import (
+    check_answer,
+    check_prompt,
+    check_verdict,
+    has_answer_checks,
+    prompt_text,
+)
 from app.release.report import CaseReport, SuiteReport
-from app.schemas import RenderRequest, TemplateRef
+from app.schemas import RenderRequest, RenderResult, TemplateRef
 from app.schemas.pattern_tests import PatternTestCase
 
 NOT_LIVE = "answer assertions skipped: they run with --live (live: true)"
@@ -55,6 +61,26 @@ def case_request(
         user_prompt=case.user_prompt,
         model=model,
     )
+
+
+def render_through(
+    call: Callable[[RenderRequest], Awaitable[RenderResult]],
+    *,
+    pattern: str | None = None,
+    template: TemplateRef | None = None,
+    model: str | None = None,
+) -> Render:
+    """A `Render` from a dry run (`GenAIService.render`): each case's request for the pattern or
+    template version, rendered, as the text its prompt assertions read.
+
+    A template version's gate: `run_cases(cases, render=render_through(service.render,
+    template=TemplateRef(name=…, role=…, version=…)))`, then `report.failure_messages()`."""
+
+    async def render(case: PatternTestCase) -> str:
+        request = case_request(case, pattern=pattern, template=template, model=model)
+        return prompt_text((await call(request)).prompt)
+
+    return render
 
 
 def _problem(exc: GenAIError | ValidationError) -> str:

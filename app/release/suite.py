@@ -12,10 +12,9 @@ from pathlib import Path
 
 from app.catalog import PatternCatalog
 from app.concurrency.offload import off_loop
-from app.release.assertions import prompt_text
 from app.release.cases import load_pattern_cases
 from app.release.report import SuiteReport
-from app.release.runner import LiveAnswer, OnCase, case_request, run_cases
+from app.release.runner import LiveAnswer, OnCase, case_request, render_through, run_cases
 from app.schemas import CompletionEnvelope, RenderRequest, RenderResult
 from app.schemas.pattern_tests import PatternTestCase
 
@@ -48,10 +47,6 @@ async def run_pattern_suite(
 ) -> SuiteReport:
     """Run a pattern's cases; `complete=None` is a non-live run."""
 
-    async def rendered(case: PatternTestCase) -> str:
-        result = await render(case_request(case, pattern=name, model=model))
-        return prompt_text(result.prompt)
-
     async def answered(case: PatternTestCase) -> LiveAnswer:
         assert complete is not None
         envelope = await complete(case_request(case, pattern=name, model=model))
@@ -68,7 +63,7 @@ async def run_pattern_suite(
     live = complete is not None
     return await run_cases(
         cases,
-        render=rendered,
+        render=render_through(render, pattern=name, model=model),
         answer=answered if live else None,
         judge=judged if live else None,
         suite=name,
