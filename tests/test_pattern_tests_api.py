@@ -113,9 +113,10 @@ async def test_a_broken_test_file_is_422_naming_file_and_line(
 
 
 async def test_a_bad_body_is_422(http: httpx.AsyncClient) -> None:
-    resp = await http.post("/v1/patterns/support/greet/test", json={"live": "yes", "x": 1})
-    assert resp.status_code == 422
-    assert resp.json()["error"]["type"] == "invalid_request"
+    for body in ({"live": "yes"}, {"live": 0}, {"x": 1}):
+        resp = await http.post("/v1/patterns/support/greet/test", json=body)
+        assert resp.status_code == 422, body
+        assert resp.json()["error"]["type"] == "invalid_request"
 
 
 async def test_a_live_run_is_audited_like_any_completion(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, StrictBool
 
 from app.schemas.base import MODEL, FrozenModel, InputModel, is_unset
 
@@ -81,7 +81,7 @@ class PatternTestRun(InputModel):
         json_schema_extra={"examples": [{"live": False, "model": None}]},
     )
 
-    live: bool = Field(
+    live: StrictBool = Field(
         default=False,
         description="Also complete each case that asserts an answer (each an audited job).",
     )
