@@ -139,3 +139,12 @@ def test_a_live_run_answers_through_the_provider_and_records_jobs(
     assert jobs.exit_code == 0, jobs.output
     [line] = jobs.stdout.strip().splitlines()
     assert "completed" in line and "support/greet" in line
+
+
+def test_an_unwritable_junit_file_is_one_line(root: Path, tmp_path: Path) -> None:
+    target = tmp_path / "missing" / "report.xml"
+    result = run("patterns", "test", "support/greet", "--junit", str(target))
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (
+        f"genai: --junit: cannot write {target}: No such file or directory"
+    )

@@ -30,8 +30,6 @@ from app.schemas.pattern_tests import PatternTestCase
 if TYPE_CHECKING:
     from app.runtime import Runtime
 
-_STYLE = {"passed": "green", "failed": "red", "skipped": "yellow"}
-
 
 class _NoProvider(Exception):
     """`--live` reached a provider that is not configured: the whole run stops (exit 2)."""
@@ -132,11 +130,9 @@ def patterns_test(
     for report in reports:
         for case in report.cases:
             if case.status == "failed":  # skipped ones are counted in the table
-                marker = case.status.upper()
                 for message in case.messages:
                     out.print(
-                        f"[{_STYLE[case.status]}]{marker}[/] "
-                        + escape(f"{report.suite} > {case.name}: {message}"),
+                        "[red]FAILED[/] " + escape(f"{report.suite} > {case.name}: {message}"),
                         markup=True,
                         highlight=False,
                         soft_wrap=True,
@@ -147,6 +143,9 @@ def patterns_test(
     )
     out.print(f"{passed} passed, {failed} failed, {skipped} skipped", highlight=False)
     if junit is not None:
-        write_junit(reports, junit)
+        try:
+            write_junit(reports, junit)
+        except OSError as exc:
+            _bad_input(f"--junit: cannot write {junit}: {exc.strerror}")
     if failed:
         raise typer.Exit(code=1)
