@@ -113,6 +113,9 @@ async def test_a_broken_test_file_is_422_naming_file_and_line(
 
 
 async def test_a_bad_body_is_422(http: httpx.AsyncClient) -> None:
+    unknown = await http.post("/v1/patterns/support/greet/test", json={"model": "nope/x"})
+    assert unknown.status_code == 422
+    assert unknown.json()["error"]["type"] == "invalid_model"
     for body in ({"live": "yes"}, {"live": 0}, {"x": 1}):
         resp = await http.post("/v1/patterns/support/greet/test", json=body)
         assert resp.status_code == 422, body

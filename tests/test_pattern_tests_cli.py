@@ -102,6 +102,13 @@ def test_an_unknown_pattern_is_bad_input(root: Path) -> None:
     assert result.stderr.strip().startswith("genai: No pattern named 'nope'.")
 
 
+def test_an_unknown_model_is_bad_input(root: Path) -> None:
+    result = run("patterns", "test", "support/greet", "--model", "nope/x")
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("genai: Unknown provider 'nope' in 'nope/x'")
+
+
 def test_live_without_a_provider_is_one_clear_line(root: Path) -> None:
     result = run("patterns", "test", "support/greet", "--live", "--model", "openai/gpt-4o-mini")
     assert result.exit_code == 2, result.output

@@ -22,7 +22,13 @@ from app.catalog import PatternCatalog
 from app.cli.flags import ModelFlags
 from app.cli.runner import run
 from app.config import get_settings
-from app.errors import InvalidPattern, InvalidPatternTests, PatternNotFound, ProviderUnavailable
+from app.errors import (
+    InvalidModel,
+    InvalidPattern,
+    InvalidPatternTests,
+    PatternNotFound,
+    ProviderUnavailable,
+)
 from app.release import SuiteReport, pattern_cases, run_pattern_suite, write_junit
 from app.schemas import CompletionEnvelope, RenderRequest
 from app.schemas.pattern_tests import PatternTestCase
@@ -123,7 +129,7 @@ def patterns_test(
 
     try:
         reports, untested = run(work, get_settings())
-    except (InvalidPatternTests, InvalidPattern, PatternNotFound) as exc:
+    except (InvalidPatternTests, InvalidPattern, PatternNotFound, InvalidModel) as exc:
         _bad_input(exc.message)
     except _NoProvider as exc:
         _bad_input(f"--live: {exc}")

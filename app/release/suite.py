@@ -10,8 +10,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from app.catalog import PatternCatalog
 from app.concurrency.offload import off_loop
+from app.errors import GenAIError, InvalidModel
 from app.release.cases import load_pattern_cases
 from app.release.report import SuiteReport
 from app.release.runner import LiveAnswer, OnCase, case_request, render_through, run_cases
@@ -34,6 +37,17 @@ async def pattern_cases(catalog: PatternCatalog, name: str) -> list[PatternTestC
     """The pattern's cases (InvalidPatternTests when a file cannot be read as cases)."""
     path = pattern_file(catalog, name)
     return await off_loop(lambda: load_pattern_cases(path))
+
+
+async def _check_model(render: RenderCall, request: RenderRequest) -> None:
+    """A model no provider or alias knows is the run's bad input (422 invalid_model), not a
+    failure of every case: one render tells, and a case's own problem waits for its run."""
+    try:
+        await render(request)
+    except InvalidModel:
+        raise
+    except (GenAIError, ValidationError):
+        return
 
 
 async def run_pattern_suite(
@@ -60,6 +74,8 @@ async def run_pattern_suite(
         )
         return (await complete(request)).response.text
 
+    if model is not None and cases:
+        await _check_model(render, case_request(cases[0], pattern=name, model=model))
     live = complete is not None
     return await run_cases(
         cases,
