@@ -301,8 +301,11 @@ def test_bad_cases_are_refused_with_their_line(tmp_path: Path, tests: str, probl
 
 def test_a_case_defined_in_both_places_is_refused(tmp_path: Path) -> None:
     path = write_pattern(tmp_path, front="tests:\n  - name: twice\n", tests="- name: twice\n")
-    with pytest.raises(InvalidPatternTests, match="case 'twice' is also defined in"):
+    with pytest.raises(InvalidPatternTests) as caught:
         load_pattern_cases(path)
+    assert caught.value.problems == [
+        f"{tmp_path / 'greet.tests.yaml'}:1: case 'twice': the name is already used at {path}:4"
+    ]
 
 
 def test_a_pattern_without_cases_has_none(tmp_path: Path) -> None:

@@ -90,11 +90,18 @@ def cases_from_data(
     data: Any, node: Node | None, *, source: str, first_line: int = 1
 ) -> list[PatternTestCase]:
     """Validate a parsed list of cases; every problem is `source:LINE: problem`."""
+    return [case for case, _ in _placed_cases(data, node, source=source, first_line=first_line)]
+
+
+def _placed_cases(
+    data: Any, node: Node | None, *, source: str, first_line: int
+) -> list[tuple[PatternTestCase, int]]:
+    """The cases, each with the file line it starts on."""
     if data is None:
         return []
     if not isinstance(data, list) or node is None:
         raise InvalidPatternTests([f"{source}:{first_line}: the tests must be a list of cases"])
-    cases: list[PatternTestCase] = []
+    cases: list[tuple[PatternTestCase, int]] = []
     problems: list[str] = []
     seen: dict[str, int] = {}
     for index, item in enumerate(data):
@@ -120,7 +127,7 @@ def cases_from_data(
                 f"{seen[case.name]}"
             )
         seen.setdefault(case.name, line)
-        cases.append(case)
+        cases.append((case, line))
     if problems:
         raise InvalidPatternTests(problems)
     return cases
@@ -129,11 +136,15 @@ def cases_from_data(
 def parse_cases(text: str, *, source: str, first_line: int = 1) -> list[PatternTestCase]:
     """Cases from YAML text (a `.tests.yaml` file, or a template version's stored tests):
     `first_line` is the file line the text starts on, so lines point into the whole file."""
+    return [case for case, _ in _parse_placed(text, source=source, first_line=first_line)]
+
+
+def _parse_placed(text: str, *, source: str, first_line: int) -> list[tuple[PatternTestCase, int]]:
     data, node = _compose(text, source=source, first_line=first_line)
-    return cases_from_data(data, node, source=source, first_line=first_line)
+    return _placed_cases(data, node, source=source, first_line=first_line)
 
 
-def _front_matter_cases(pattern_file: Path, text: str) -> list[PatternTestCase]:
+def _front_matter_cases(pattern_file: Path, text: str) -> list[tuple[PatternTestCase, int]]:
     """The `tests:` key of the front-matter, with lines counted from the file's top."""
     lines = text.splitlines(keepends=True)
     if not lines or lines[0].strip() != _FENCE:
@@ -148,22 +159,27 @@ def _front_matter_cases(pattern_file: Path, text: str) -> list[PatternTestCase]:
     tests_node = next(
         value for key, value in node.value if isinstance(key, ScalarNode) and key.value == "tests"
     )
-    return cases_from_data(data["tests"], tests_node, source=source, first_line=2)
+    return _placed_cases(data["tests"], tests_node, source=source, first_line=2)
 
 
 def load_pattern_cases(pattern_file: Path) -> list[PatternTestCase]:
     """Every case of a pattern file: its front-matter's, then its `.tests.yaml` file's.
 
     Blocking file I/O: call it off the event loop."""
-    cases = _front_matter_cases(pattern_file, pattern_file.read_text(encoding="utf-8"))
+    front = _front_matter_cases(pattern_file, pattern_file.read_text(encoding="utf-8"))
     sibling = tests_file(pattern_file)
+    beside: list[tuple[PatternTestCase, int]] = []
     if sibling.is_file():
-        cases += parse_cases(sibling.read_text(encoding="utf-8"), source=str(sibling))
-    seen: set[str] = set()
-    for case in cases:
-        if case.name in seen:
-            raise InvalidPatternTests(
-                [f"{sibling}:1: case {case.name!r} is also defined in {pattern_file}"]
-            )
-        seen.add(case.name)
-    return cases
+        beside = _parse_placed(
+            sibling.read_text(encoding="utf-8"), source=str(sibling), first_line=1
+        )
+    lines = {case.name: line for case, line in front}
+    problems = [
+        f"{sibling}:{line}: case {case.name!r}: the name is already used at "
+        f"{pattern_file}:{lines[case.name]}"
+        for case, line in beside
+        if case.name in lines
+    ]
+    if problems:
+        raise InvalidPatternTests(problems)
+    return [case for case, _ in (*front, *beside)]
