@@ -20,9 +20,16 @@ from app.release import (
     run_cases,
     write_junit,
 )
-from app.release.assertions import check_answer, check_prompt, check_verdict, prompt_text
+from app.release.assertions import (
+    check_answer,
+    check_prompt,
+    check_verdict,
+    has_answer_checks,
+    prompt_text,
+)
 from app.schemas import Message, RenderedPrompt, TemplateRef
 from app.schemas.pattern_tests import CaseExpectations, PatternTestCase
+from tests.support import SHIPPED_PATTERNS
 
 PATTERN = "---\ndescription: Greet.\n{extra}---\nHello {{{{ customer }}}}.\n"
 
@@ -344,3 +351,13 @@ async def test_junit_output_parses_with_a_suite_per_pattern(tmp_path: Path) -> N
     [skipped] = results["live only"]
     assert isinstance(skipped, junitparser.Skipped)
     assert suites["email/reply"].tests == 0
+
+
+def test_every_shipped_pattern_carries_prompt_cases_and_a_live_case() -> None:
+    catalog = PatternCatalog(SHIPPED_PATTERNS)
+    assert catalog.names()
+    for name in catalog.names():
+        cases = load_pattern_cases(SHIPPED_PATTERNS / f"{name}.md")
+        live = [c for c in cases if has_answer_checks(c.expect)]
+        assert len(cases) - len(live) >= 2, name
+        assert live, name
