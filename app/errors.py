@@ -48,7 +48,8 @@
     │   ├── WebhooksNotConfigured      409 webhooks_not_configured (GENAI_WEBHOOKS__URLS is empty)
     │   ├── InvalidConversation        422 invalid_conversation (parts that do not fit together)
     │   ├── UnsupportedParameter       422 unsupported_parameter (would change the answer; cannot)
-    │   └── CapabilityMissing          422 capability_missing   (the model cannot do what is asked)
+    │   ├── CapabilityMissing          422 capability_missing   (the model cannot do what is asked)
+    │   └── InvalidPatternTests        422 invalid_pattern_tests (a test file: `FILE:LINE: problem`)
     ├── StoreUnavailable               503 store_unavailable    (no audit record can be written)
     │   └── QuotaStoreUnavailable      503 quota_store_unavailable (counters unreachable)
     ├── Overloaded                     503 overloaded           (limits and queue full)
@@ -595,6 +596,21 @@ class CapabilityMissing(RequestProblem):
 
     def details(self) -> dict[str, Any]:
         return {"model": self.model, "missing": self.missing}
+
+
+class InvalidPatternTests(RequestProblem):
+    """A pattern's test cases cannot be read: each problem is `FILE:LINE: problem`, so an author
+    goes straight to the line (a YAML syntax error, an unknown key, a bad regex or schema)."""
+
+    status_code = 422
+    error_type = "invalid_pattern_tests"
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = list(problems)
+
+    def details(self) -> dict[str, Any]:
+        return {"problems": self.problems}
 
 
 class StoreUnavailable(GenAIError):

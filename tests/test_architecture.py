@@ -34,6 +34,7 @@ LAYERS: list[grimp.Layer] = [
     grimp.Layer("middleware"),
     grimp.Layer("api"),  # HTTP: parse, call, shape the response
     grimp.Layer("runtime"),  # the composition root: builds, starts and closes everything long-lived
+    grimp.Layer("release"),  # pattern test cases: read, run through the service, reported
     grimp.Layer("service"),  # the completion pipeline
     grimp.Layer("quotas"),  # allowlists, budgets and rate limits of keys and teams
     grimp.Layer("audit"),  # the audit trail and replay: never the service

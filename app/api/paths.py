@@ -34,3 +34,24 @@ class _KeyIdConvertor(Convertor[str]):
 # Registered once, where the paths are declared, before any router is built.
 register_url_convertor("key_id", _KeyIdConvertor())
 KEY_ID = "/{key_id:key_id}"
+
+# Pattern tests (issue 19): `POST /v1/patterns/{name}/test`.
+PATTERN_TEST_SUFFIX = "/test"
+
+
+class _PatternNameConvertor(Convertor[str]):
+    """A pattern's name, slashes allowed (`email/reply`), but never one ending in `/test`: so
+    `/v1/patterns/email/reply/test` is only the test route, and its `Allow` names only POST.
+    (A pattern named `x/test` is still listed, rendered and tested; only GET of it is lost.)"""
+
+    regex = r"(?!.*/test$).+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("pattern_name", _PatternNameConvertor())
+PATTERN_NAME = "/{name:pattern_name}"

@@ -1,4 +1,5 @@
-"""GET /v1/patterns and /v1/patterns/{name}: what the catalog offers."""
+"""GET /v1/patterns and /v1/patterns/{name}: what the catalog offers; POST
+/v1/patterns/{name}/test: its test cases, run (app/release)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,20 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from app.api.body import OffLoopBodyRoute
-from app.api.deps import CanComplete, CatalogDep, RendererDep
+from app.api.deps import (
+    CallerDep,
+    CanComplete,
+    CatalogDep,
+    CompleterDep,
+    RendererDep,
+    ServiceDep,
+)
 from app.api.errors import error_responses
+from app.api.paths import PATTERN_NAME, PATTERN_TEST_SUFFIX
 from app.catalog import PatternInfo
 from app.errors import InvalidPattern
-from app.schemas import PatternDetail, PatternSummary
+from app.release import PatternTestRun, SuiteReport, pattern_cases, run_pattern_suite
+from app.schemas import PatternDetail, PatternSummary, RenderRequest, RenderResult
 
 router = APIRouter(
     prefix="/v1/patterns",
@@ -61,7 +71,7 @@ async def list_patterns(catalog: CatalogDep) -> PatternList:
 
 
 @router.get(
-    "/{name:path}",
+    PATTERN_NAME,
     operation_id="getPattern",
     summary="One pattern's metadata, variables, defaults and content hash",
     responses=error_responses(404, 422),
@@ -81,4 +91,35 @@ async def get_pattern(name: str, catalog: CatalogDep, renderer: RendererDep) -> 
             "fallbacks": pattern.meta.fallbacks,
             "cache": pattern.meta.cache,
         }
+    )
+
+
+@router.post(
+    "/{name:path}" + PATTERN_TEST_SUFFIX,
+    operation_id="testPattern",
+    summary="Run a pattern's test cases: its rendered prompts, and with live: true its answers",
+    responses=error_responses(404, 422),
+)
+async def test_pattern(
+    name: str,
+    body: PatternTestRun,
+    catalog: CatalogDep,
+    service: ServiceDep,
+    caller: CallerDep,
+    completer: CompleterDep,
+) -> SuiteReport:
+    """A pattern without cases answers 200 with `total: 0`. A live run completes each case that
+    asserts an answer like any completion (audited, under the key's limits); a case whose
+    render or answer fails is a failed case with the error's message."""
+    cases = await pattern_cases(catalog, name)
+
+    async def render(request: RenderRequest) -> RenderResult:
+        return await service.render(request, caller)
+
+    return await run_pattern_suite(
+        name,
+        cases,
+        render=render,
+        complete=completer.complete if body.live else None,
+        model=body.model,
     )

@@ -100,6 +100,11 @@ class PatternMeta(BaseModel):
         default=None, description="auto, none, required, or {type: tool, name: …}."
     )
     parallel_tool_calls: bool | None = None
+    tests: list[Any] | None = Field(
+        default=None,
+        description="Test cases (a list, the shape of app/schemas/pattern_tests.py): read and "
+        "checked by `genai patterns test` (app/release/cases.py), not by the catalog.",
+    )
 
     @field_validator("tool_choice", mode="before")
     @classmethod

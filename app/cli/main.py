@@ -6,6 +6,7 @@ import typer
 
 from app.cli.jobs import drift, jobs_cli
 from app.cli.keys import keys_cli
+from app.cli.pattern_tests import patterns_test
 from app.cli.patterns import patterns_cli, render
 from app.cli.runner import OperatorErrors
 from app.cli.serve import serve
@@ -34,6 +35,7 @@ cli.command("drift")(drift)
 cli.command("usage")(usage)
 cli.command()(serve)
 cli.command()(render)
+patterns_cli.command("test")(patterns_test)  # pattern tests (issue 19)
 
 # `genai templates label` / `labels` (release flow): registered on templates_cli when imported.
 import app.cli.labels  # noqa: E402, F401
