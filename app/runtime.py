@@ -23,7 +23,7 @@ from app.auth.first_key import issue_first_admin_key
 from app.cache import ResponseCache, build_cache
 from app.catalog import PatternCatalog
 from app.catalog.chat import CHAT_SOURCE
-from app.catalog.labels import PassingGate, TemplateLabels
+from app.catalog.labels import ReleaseGate, TemplateLabels
 from app.catalog.renderer import TemplateRenderer
 from app.catalog.resolver import SourceResolver
 from app.catalog.watch import FileWatcher, Owners
@@ -43,6 +43,7 @@ from app.providers.registry import provider_names
 from app.providers.retry import RetryPolicy
 from app.quotas.counters import CounterStore
 from app.quotas.guard import QuotaGuard
+from app.release import PatternTestGate
 from app.routing.capabilities import CapabilityCatalog
 from app.routing.policy import ModelSelectionPolicy, configured_model_ids
 from app.routing.prices import PriceTable
@@ -417,12 +418,15 @@ def _catalog(
     )
 
 
-def _template_labels(settings: Settings, catalog: _Catalog, events: EventSink) -> TemplateLabels:
-    """Label moves, their gate and history; each committed move or new version is an event."""
+def _template_labels(
+    settings: Settings, catalog: _Catalog, gate: ReleaseGate, events: EventSink
+) -> TemplateLabels:
+    """Label moves, their gate (the version's own pattern tests) and history; each committed
+    move or new version is an event."""
     return TemplateLabels(
         templates=catalog.templates,
         labels=catalog.labels,
-        gate=PassingGate(),
+        gate=gate,
         events=events,
         protected=settings.release.protected_labels,
         require_tests=settings.release.require_tests,
@@ -528,6 +532,7 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
     prices = PriceTable.load(settings.prices)
     outcomes = Outcomes(audit=store.audit, metrics=metrics, cache=cache, prices=prices)
     quotas = _quotas(settings, database, prices)
+    gate = PatternTestGate(preparer=preparer, templates=catalog.templates)
     replayer = Replayer(
         reader=store.audit.reader,
         preparer=preparer,
@@ -559,5 +564,5 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
         quotas=quotas,
         deliveries=deliveries,
         webhooks=webhooks,
-        template_labels=_template_labels(settings, catalog, events),
+        template_labels=_template_labels(settings, catalog, gate, events),
     )

@@ -491,6 +491,7 @@ async def test_openapi_has_stable_operation_ids_and_examples(client: httpx.Async
         "listWebhookDeliveries",  # the webhook delivery log (tests/test_webhooks_http.py)
         "retryWebhookDelivery",
         "sendTestWebhook",
+        "testTemplateVersion",
         "moveTemplateLabel",  # template labels (issue 19, tests/test_template_labels.py)
         "listTemplateLabels",
         "templateLabelHistory",

@@ -12,8 +12,10 @@ from app.api.body import OffLoopBodyRoute
 from app.api.deps import (
     CallerDep,
     CanComplete,
+    CompleterDep,
     IsAdmin,
     RendererDep,
+    ServiceDep,
     TemplateLabelsDep,
     TemplatesDep,
 )
@@ -21,9 +23,12 @@ from app.api.errors import error_responses
 from app.api.params import SlugPath, SlugQuery, VersionPath
 from app.catalog.labels import author_of
 from app.catalog.templates import store_new_template
+from app.release import PatternTestRun, SuiteReport, run_pattern_suite, suite_name, version_ref
 from app.schemas import (
     LabelHistory,
     LabelMoveIn,
+    RenderRequest,
+    RenderResult,
     TemplateCreate,
     TemplateLabelInfo,
     TemplateLabelList,
@@ -97,6 +102,41 @@ async def activate_template_version(
     caller: CallerDep,
 ) -> TemplateVersion:
     return await labels.activate(name, role, version, author=author_of(caller))
+
+
+@router.post(
+    "/{name}/{role}/versions/{version}/test",
+    operation_id="testTemplateVersion",
+    dependencies=[CanComplete],
+    summary="Run a template version's test cases: its rendered prompts, and with live: true "
+    "its answers",
+    responses=error_responses(404, 422),
+)
+async def test_template_version(
+    name: SlugPath,
+    role: SlugPath,
+    version: VersionPath,
+    body: PatternTestRun,
+    templates: TemplatesDep,
+    service: ServiceDep,
+    caller: CallerDep,
+    completer: CompleterDep,
+) -> SuiteReport:
+    """The same run as the release gate's for a protected label (non-live), or, with
+    `live: true`, each case that asserts an answer completed like any request (audited)."""
+    stored = await templates.get(name, role, version)
+
+    async def render(request: RenderRequest) -> RenderResult:
+        return await service.render(request, caller)
+
+    return await run_pattern_suite(
+        suite_name(stored),
+        list(stored.tests),
+        render=render,
+        complete=completer.complete if body.live else None,
+        model=body.model,
+        template=version_ref(stored),
+    )
 
 
 # --- labels -----------------------------------------------------------------------------------

@@ -36,13 +36,6 @@ class ReleaseGate(Protocol):
         ...
 
 
-class PassingGate:
-    """The gate until the pattern-test runner is wired in: runs nothing, passes everything."""
-
-    async def failures(self, version: TemplateVersion) -> list[str]:
-        return []
-
-
 def author_of(caller: Principal | None) -> str:
     """Who the history names: the calling key's id, or `anonymous` when auth is disabled."""
     return (caller.key_id if caller is not None else None) or "anonymous"

@@ -57,6 +57,17 @@ class SourceResolver:
         self._renderer = renderer
         self._on_fallback = on_fallback  # counts fallbacks per role (a metric), told the role
 
+    def with_templates(self, templates: TemplateVersions) -> SourceResolver:
+        """The same resolver reading template versions from `templates` (a release gate
+        renders a version that is not stored yet)."""
+        return SourceResolver(
+            patterns=self._patterns,
+            templates=templates,
+            labels=self._labels,
+            renderer=self._renderer,
+            on_fallback=self._on_fallback,
+        )
+
     async def resolve(self, request: RenderRequest) -> RenderedSource:
         if request.pattern_key == CHAT_SOURCE:  # built in, so answered before any pattern file
             return chat_source(request.variables, request.user_prompt)

@@ -6,11 +6,12 @@ historical prompt; both use this one component, so they cannot disagree.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from app.catalog.resolver import SourceResolver
+from app.catalog.resolver import SourceResolver, TemplateVersions
 from app.catalog.source import RenderedSource
 from app.concurrency.offload import off_loop
 from app.errors import InvalidConversation, MissingSnippets, Shortfall
@@ -152,6 +153,12 @@ class PromptPreparer:
         self._describe = models.describe
         self._default_params = models.default_params
         self._fallback_chains = dict(models.fallback_chains)  # a task or a model → its chain
+
+    def with_templates(self, templates: TemplateVersions) -> PromptPreparer:
+        """The same preparer reading template versions from `templates` (see the resolver)."""
+        twin = copy.copy(self)
+        twin._resolver = self._resolver.with_templates(templates)
+        return twin
 
     async def prepare(
         self, request: RenderRequest, *, snippet_versions: Mapping[str, int] | None = None

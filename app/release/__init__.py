@@ -6,6 +6,7 @@ a template version's gate reuses it), suite.py wires a pattern's, junit.py write
 
 from app.release.assertions import prompt_hash, prompt_text
 from app.release.cases import load_pattern_cases, parse_cases, tests_file
+from app.release.gate import PatternTestGate, suite_name, version_ref
 from app.release.junit import junit_xml, write_junit
 from app.release.report import CaseReport, PatternTestRun, SuiteReport
 from app.release.runner import LiveAnswer, case_request, render_through, run_case, run_cases
@@ -14,6 +15,7 @@ from app.release.suite import pattern_cases, run_pattern_suite
 __all__ = [
     "CaseReport",
     "LiveAnswer",
+    "PatternTestGate",
     "PatternTestRun",
     "SuiteReport",
     "case_request",
@@ -27,6 +29,8 @@ __all__ = [
     "run_case",
     "run_cases",
     "run_pattern_suite",
+    "suite_name",
     "tests_file",
+    "version_ref",
     "write_junit",
 ]

@@ -18,7 +18,7 @@ from app.errors import GenAIError, InvalidModel
 from app.release.cases import load_pattern_cases
 from app.release.report import SuiteReport
 from app.release.runner import LiveAnswer, OnCase, case_request, render_through, run_cases
-from app.schemas import CompletionEnvelope, RenderRequest, RenderResult
+from app.schemas import CompletionEnvelope, RenderRequest, RenderResult, TemplateRef
 from app.schemas.pattern_tests import PatternTestCase
 
 RenderCall = Callable[[RenderRequest], Awaitable[RenderResult]]
@@ -58,12 +58,17 @@ async def run_pattern_suite(
     complete: CompleteCall | None = None,
     model: str | None = None,
     on_case: OnCase | None = None,
+    template: TemplateRef | None = None,
 ) -> SuiteReport:
-    """Run a pattern's cases; `complete=None` is a non-live run."""
+    """Run a pattern's cases (or, with `template`, a template version's, `name` naming the
+    suite); `complete=None` is a non-live run."""
+    pattern = None if template is not None else name
 
     async def answered(case: PatternTestCase) -> LiveAnswer:
         assert complete is not None
-        envelope = await complete(case_request(case, pattern=name, model=model))
+        envelope = await complete(
+            case_request(case, pattern=pattern, template=template, model=model)
+        )
         return LiveAnswer(text=envelope.response.text, job_id=envelope.job_id)
 
     async def judged(judge: str, case: PatternTestCase, answer: str) -> str:
@@ -75,11 +80,12 @@ async def run_pattern_suite(
         return (await complete(request)).response.text
 
     if model is not None and cases:
-        await _check_model(render, case_request(cases[0], pattern=name, model=model))
+        first = case_request(cases[0], pattern=pattern, template=template, model=model)
+        await _check_model(render, first)
     live = complete is not None
     return await run_cases(
         cases,
-        render=render_through(render, pattern=name, model=model),
+        render=render_through(render, pattern=pattern, template=template, model=model),
         answer=answered if live else None,
         judge=judged if live else None,
         suite=name,
