@@ -406,3 +406,28 @@ def test_cli_moves_splits_and_lists_labels_with_one_line_errors(cli_db: Path) ->
         assert bad.exit_code != 0 and fragment in bad.output, bad.output
         assert len(bad.output.strip().splitlines()) == 1, bad.output
     assert run("templates", "labels", "reply", "writer").stdout.splitlines()[1].endswith("v2")
+
+
+def test_cli_runs_a_stored_versions_tests_as_the_gate_would(cli_db: Path) -> None:
+    source, cases = cli_db / "t.txt", cli_db / "cases.yaml"
+    cases.write_text(
+        "- name: greets\n  variables: {a: Ada}\n  expect: {prompt_contains: Hello Ada}\n"
+    )
+    for text in ("Hello {{ a }}.", "Bye {{ a }}."):
+        source.write_text(text)
+        made = run(
+            "templates", "create", "reply", "writer", "-f", str(source), "-v", "a",
+            "--tests", str(cases),
+        )  # fmt: skip
+        assert made.exit_code == 0, made.output
+    junit = cli_db / "junit.xml"
+    passing = run("templates", "test", "reply", "writer", "1", "--junit", str(junit))
+    assert passing.exit_code == 0, passing.output
+    assert "1 passed, 0 failed, 0 skipped" in passing.stdout
+    assert 'tests="1"' in junit.read_text()
+    failing = run("templates", "test", "reply", "writer", "2")
+    assert failing.exit_code == 1, failing.output
+    assert "reply/writer@v2 > greets: prompt does not contain 'Hello Ada'" in failing.stdout
+    missing = run("templates", "test", "reply", "writer", "9")
+    assert missing.exit_code != 0 and "template_not_found" in missing.output, missing.output
+    assert len(missing.output.strip().splitlines()) == 1, missing.output

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from app.cli.runner import run
-from app.cli.store import templates_cli
 from app.errors import ConfigurationError
 from app.schemas import LabelMoveIn, SplitShare
 
@@ -34,7 +33,6 @@ def parse_split(text: str) -> list[SplitShare]:
     return [SplitShare.model_validate(share) for share in shares]
 
 
-@templates_cli.command("label")
 def templates_label(
     name: str,
     role: str,
@@ -57,7 +55,6 @@ def templates_label(
     typer.echo(run(work))
 
 
-@templates_cli.command("labels")
 def templates_labels(
     name: str,
     role: str,

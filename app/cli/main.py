@@ -6,7 +6,8 @@ import typer
 
 from app.cli.jobs import drift, jobs_cli
 from app.cli.keys import keys_cli
-from app.cli.pattern_tests import patterns_test
+from app.cli.labels import templates_label, templates_labels
+from app.cli.pattern_tests import patterns_test, templates_test
 from app.cli.patterns import patterns_cli, render
 from app.cli.runner import OperatorErrors
 from app.cli.serve import serve
@@ -14,7 +15,7 @@ from app.cli.snippets import snippets_cli
 from app.cli.store import db_cli, templates_cli
 from app.cli.teams import teams_cli
 from app.cli.usage import usage
-from app.cli.webhooks import webhooks_cli  # webhooks
+from app.cli.webhooks import webhooks_cli
 from app.config import get_settings
 from app.observability.logging import configure_logging
 
@@ -30,15 +31,15 @@ cli.add_typer(snippets_cli, name="snippets")
 cli.add_typer(keys_cli, name="keys")
 cli.add_typer(teams_cli, name="teams")
 cli.add_typer(jobs_cli, name="jobs")
-cli.add_typer(webhooks_cli, name="webhooks")  # webhooks
+cli.add_typer(webhooks_cli, name="webhooks")
 cli.command("drift")(drift)
 cli.command("usage")(usage)
 cli.command()(serve)
 cli.command()(render)
-patterns_cli.command("test")(patterns_test)  # pattern tests (issue 19)
-
-# `genai templates label` / `labels` (release flow): registered on templates_cli when imported.
-import app.cli.labels  # noqa: E402, F401
+patterns_cli.command("test")(patterns_test)
+templates_cli.command("label")(templates_label)
+templates_cli.command("labels")(templates_labels)
+templates_cli.command("test")(templates_test)
 
 
 @cli.callback()

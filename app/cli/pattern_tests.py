@@ -1,4 +1,5 @@
-"""`genai patterns test [NAME…] [--live --model M] [--junit FILE]`: run the patterns' test cases.
+"""`genai patterns test [NAME…] [--live --model M] [--junit FILE]`: run the patterns' test cases;
+`genai templates test NAME ROLE VERSION`: a stored template version's.
 
 Exit 0 when no case failed (skipped ones are fine), 1 when one did, 2 on bad input (a test file
 that cannot be read, an unknown pattern, `--live` with no provider configured): one line.
@@ -29,7 +30,14 @@ from app.errors import (
     PatternNotFound,
     ProviderUnavailable,
 )
-from app.release import SuiteReport, pattern_cases, run_pattern_suite, write_junit
+from app.release import (
+    SuiteReport,
+    pattern_cases,
+    run_pattern_suite,
+    suite_name,
+    version_ref,
+    write_junit,
+)
 from app.schemas import CompletionEnvelope, RenderRequest
 from app.schemas.pattern_tests import PatternTestCase
 
@@ -133,6 +141,13 @@ def patterns_test(
         _bad_input(exc.message)
     except _NoProvider as exc:
         _bad_input(f"--live: {exc}")
+    _report(reports, untested, junit, out)
+
+
+def _report(
+    reports: list[SuiteReport], untested: list[str], junit: Path | None, out: Console
+) -> None:
+    """Each failed case on a line, the summary table, the JUnit file; exit 1 on a failure."""
     for report in reports:
         for case in report.cases:
             if case.status == "failed":  # skipped ones are counted in the table
@@ -155,3 +170,42 @@ def patterns_test(
             _bad_input(f"--junit: cannot write {junit}: {exc.strerror}")
     if failed:
         raise typer.Exit(code=1)
+
+
+def templates_test(
+    name: str,
+    role: str,
+    version: int,
+    live: Annotated[
+        bool, typer.Option("--live", help="Also ask the model and check the answers (audited).")
+    ] = False,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", metavar="PROVIDER/MODEL", help="The model every case uses."),
+    ] = None,
+    junit: Annotated[
+        Path | None, typer.Option("--junit", metavar="FILE", help="Also write JUnit XML here.")
+    ] = None,
+) -> None:
+    """Run a stored template version's test cases: the run the release gate makes before a
+    protected label moves to it (non-live), or with --live its answers too."""
+    ModelFlags(model=model)
+
+    async def work(runtime: Runtime) -> SuiteReport:
+        stored = await runtime.templates.get(name, role, version)
+        return await run_pattern_suite(
+            suite_name(stored),
+            list(stored.tests),
+            render=runtime.service.render,
+            complete=_complete(runtime) if live else None,
+            model=model,
+            template=version_ref(stored),
+        )
+
+    try:
+        report = run(work, get_settings())
+    except InvalidModel as exc:
+        _bad_input(exc.message)
+    except _NoProvider as exc:
+        _bad_input(f"--live: {exc}")
+    _report([report], [] if report.total else [report.suite], junit, Console())
