@@ -322,6 +322,32 @@ async def test_history_is_not_a_label_name(http: httpx.AsyncClient) -> None:
 # --- concurrency ------------------------------------------------------------------------------
 
 
+async def test_a_version_with_broken_test_cases_is_refused_and_not_stored(
+    http: httpx.AsyncClient,
+) -> None:
+    """The rules of a test file hold for a version's `tests`: a regular expression that does
+    not compile, a schema that is not one, a name used twice."""
+    await created(http, "One {{ who }}.")
+    broken: list[tuple[list[dict[str, Any]], str]] = [
+        ([{**CASE, "expect": {"prompt_matches": ["(["]}}], "bad regular expression"),
+        ([{**CASE, "expect": {"answer_schema": {"type": "nope"}}}], "not a JSON Schema"),
+        ([CASE, CASE], "case name 'greets' is used twice"),
+    ]
+    for tests, fragment in broken:
+        body = {
+            "name": "reply",
+            "role": "writer",
+            "template": "Two {{ who }}.",
+            "variables": ["who"],
+        }
+        refused = await http.post("/v1/templates", json={**body, "tests": tests})
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"]["type"] == "invalid_request"
+        assert fragment in refused.json()["error"]["message"], refused.text
+    versions = (await http.get("/v1/templates", params={"name": "reply"})).json()["versions"]
+    assert [v["version"] for v in versions] == [1]
+
+
 async def test_concurrent_moves_of_one_label_are_serialized_or_one_is_refused(
     http: httpx.AsyncClient,
 ) -> None:

@@ -9,13 +9,11 @@ so a broken case fails when it is read, not with a confusing message when it run
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
-from jsonschema import Draft202012Validator, SchemaError
 from pydantic import ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
@@ -68,24 +66,6 @@ def _line_of(node: Node, loc: Sequence[int | str]) -> int:
     return line
 
 
-def _content_problems(case: PatternTestCase) -> list[tuple[tuple[str, ...], str]]:
-    """What the model's shape cannot say: regexes that do not compile, schemas that are not."""
-    found: list[tuple[tuple[str, ...], str]] = []
-    expect = case.expect
-    for field in ("prompt_matches", "answer_matches"):
-        for index, pattern in enumerate(getattr(expect, field)):
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                found.append((("expect", field, str(index)), f"bad regular expression: {exc}"))
-    if expect.answer_schema is not None:
-        try:
-            Draft202012Validator.check_schema(expect.answer_schema)
-        except SchemaError as exc:
-            found.append((("expect", "answer_schema"), f"not a JSON Schema: {exc.message}"))
-    return found
-
-
 def cases_from_data(
     data: Any, node: Node | None, *, source: str, first_line: int = 1
 ) -> list[PatternTestCase]:
@@ -117,9 +97,6 @@ def _placed_cases(
                 field = ".".join(map(str, err["loc"])) or "case"
                 problems.append(f"{source}:{line}: {where}: {field}: {err['msg']}")
             continue
-        for loc, problem in _content_problems(case):
-            line = first_line + _line_of(item_node, [int(p) if p.isdigit() else p for p in loc])
-            problems.append(f"{source}:{line}: {where}: {'.'.join(loc)}: {problem}")
         line = first_line + item_node.start_mark.line
         if case.name in seen:
             problems.append(

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, StrictBool
+from pydantic import AfterValidator, ConfigDict, Field, StrictBool
 
 from app.schemas.base import SLUG, FrozenModel, InputModel
-from app.schemas.pattern_tests import PatternTestCase
+from app.schemas.pattern_tests import PatternTestCase, unique_case_names
 from app.schemas.requests import ModelParams
 
 
@@ -82,7 +82,7 @@ class TemplateCreate(InputModel):
         description="Move the `production` label to this version; the first version always "
         "gets it.",
     )
-    tests: list[PatternTestCase] = Field(
+    tests: Annotated[list[PatternTestCase], AfterValidator(unique_case_names)] = Field(
         default_factory=list,
         max_length=200,
         description="Pattern test cases this version must pass before a protected label "
