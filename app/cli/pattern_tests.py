@@ -45,6 +45,18 @@ if TYPE_CHECKING:
     from app.runtime import Runtime
 
 
+LiveFlag = Annotated[
+    bool, typer.Option("--live", help="Also ask the model and check the answers (audited).")
+]
+ModelOption = Annotated[
+    str | None,
+    typer.Option("--model", metavar="PROVIDER/MODEL", help="The model every case uses."),
+]
+JunitOption = Annotated[
+    Path | None, typer.Option("--junit", metavar="FILE", help="Also write JUnit XML here.")
+]
+
+
 class _NoProvider(Exception):
     """`--live` reached a provider that is not configured: the whole run stops (exit 2)."""
 
@@ -95,16 +107,9 @@ def patterns_test(
     names: Annotated[
         list[str] | None, typer.Argument(help="Patterns to test (default: every pattern).")
     ] = None,
-    live: Annotated[
-        bool, typer.Option("--live", help="Also ask the model and check the answers (audited).")
-    ] = False,
-    model: Annotated[
-        str | None,
-        typer.Option("--model", metavar="PROVIDER/MODEL", help="The model every case uses."),
-    ] = None,
-    junit: Annotated[
-        Path | None, typer.Option("--junit", metavar="FILE", help="Also write JUnit XML here.")
-    ] = None,
+    live: LiveFlag = False,
+    model: ModelOption = None,
+    junit: JunitOption = None,
 ) -> None:
     """Run the patterns' test cases (front-matter `tests:` and NAME.tests.yaml files)."""
     ModelFlags(model=model)  # a malformed model is bad input: one line, exit 2
@@ -176,16 +181,9 @@ def templates_test(
     name: str,
     role: str,
     version: int,
-    live: Annotated[
-        bool, typer.Option("--live", help="Also ask the model and check the answers (audited).")
-    ] = False,
-    model: Annotated[
-        str | None,
-        typer.Option("--model", metavar="PROVIDER/MODEL", help="The model every case uses."),
-    ] = None,
-    junit: Annotated[
-        Path | None, typer.Option("--junit", metavar="FILE", help="Also write JUnit XML here.")
-    ] = None,
+    live: LiveFlag = False,
+    model: ModelOption = None,
+    junit: JunitOption = None,
 ) -> None:
     """Run a stored template version's test cases: the run the release gate makes before a
     protected label moves to it (non-live), or with --live its answers too."""
