@@ -5,16 +5,19 @@ They replace two built-in checks that are too coarse for a gateway:
   (`x-genai-deadline-ms`) is rightly answered 504 deadline_exceeded;
 - `positive_data_acceptance` fails every 4xx, yet the service has rules no schema can state
   (a template must use exactly the variables it declares, a pattern needs its variables, a key's
-  team must exist and its expiry lie ahead).
+  team must exist and its expiry lie ahead, a canary's weights sum to 100).
 What must never happen is a 500 or a schema-valid request refused by validation itself.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 import schemathesis
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 
 # Checks take a case of any operation.
 Case = schemathesis.Case[schemathesis.APIOperation[Any, Any, Any, Any]]
@@ -96,6 +99,48 @@ def _breaks_usage_window(case: Case) -> bool:
     return not start < end or end - start > dt.timedelta(days=400)
 
 
+def _breaks_release_rule(case: Case) -> bool:
+    """Release bodies have rules no schema states: a split's two versions differ and their
+    weights sum to 100; a template version's test cases have unique names, regular expressions
+    that compile and an `answer_schema` that is a JSON Schema."""
+    operation = case.operation
+    body: dict[str, Any] = case.body if isinstance(case.body, dict) else {}
+    route = (operation.method.upper(), operation.path)
+    if route == ("PUT", "/v1/templates/{name}/{role}/labels/{label}"):
+        shares = [s for s in body.get("split") or [] if isinstance(s, dict)]
+        versions = {s.get("version") for s in shares}
+        weights = [s.get("weight") for s in shares]
+        return len(shares) == 2 and (
+            len(versions) != 2 or sum(w for w in weights if isinstance(w, int)) != 100
+        )
+    if route != ("POST", "/v1/templates"):
+        return False
+    cases = [c for c in body.get("tests") or [] if isinstance(c, dict)]
+    names = [c.get("name") for c in cases]
+    return len(set(names)) != len(names) or any(_bad_expectations(c.get("expect")) for c in cases)
+
+
+def _bad_expectations(expect: Any) -> bool:
+    if not isinstance(expect, dict):
+        return False
+    patterns: list[Any] = []
+    for key in ("prompt_matches", "answer_matches"):
+        value = expect.get(key)
+        patterns += value if isinstance(value, list) else [value] if value is not None else []
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except (re.error, TypeError):
+            return True
+    schema = expect.get("answer_schema")
+    if isinstance(schema, dict):
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError:
+            return True
+    return False
+
+
 def _instant(text: str) -> dt.datetime:
     when = dt.datetime.fromisoformat(text)
     return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
@@ -129,7 +174,12 @@ def schema_valid_passes_validation(
     400 bad_request): the document and the validators state the same rules."""
     if case.meta is None or not case.meta.generation.mode.is_positive:
         return None
-    if _breaks_identifier_rule(case) or _breaks_limit_rule(case) or _breaks_usage_window(case):
+    if (
+        _breaks_identifier_rule(case)
+        or _breaks_limit_rule(case)
+        or _breaks_usage_window(case)
+        or _breaks_release_rule(case)
+    ):
         return None
     kind = _error_type(response)
     if response.status_code in (400, 422) and kind in SHAPE_REFUSALS:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from app.schemas.base import INT32_MAX, JSON_INTEGER, FrozenModel, InputModel
 
@@ -28,9 +28,20 @@ class SplitShare(InputModel):
 class LabelMoveIn(InputModel):
     """Point a label at one version, or split it between two; `message` says why (kept)."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            # `_one_target`, stated for validators and fuzzers (if/then/else: see RenderRequest).
+            "if": {"properties": {"version": {"type": "integer"}}, "required": ["version"]},
+            "then": {"properties": {"split": {"type": "null"}}},
+            "else": {"properties": {"split": {"type": "array"}}, "required": ["split"]},
+        },
+    )
+
     version: VersionNumber | None = None
     split: list[SplitShare] | None = Field(
         default=None,
+        min_length=2,
+        max_length=2,
         description="Exactly two different versions whose weights sum to 100, e.g. "
         '`[{"version": 7, "weight": 90}, {"version": 8, "weight": 10}]`.',
     )

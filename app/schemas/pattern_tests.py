@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from pydantic import AfterValidator, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from app.schemas.base import InputModel
@@ -47,7 +47,14 @@ def _is_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
     return schema
 
 
-Regex = Annotated[str, AfterValidator(_compiles)]
+# `prompt_contains: Ana` reads as `[Ana]`, and the document says so (a string or a list).
+_ONE_OR_MANY = WithJsonSchema(
+    {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+)
+Strings = Annotated[list[str], BeforeValidator(_as_list), _ONE_OR_MANY]
+Regexes = Annotated[
+    list[Annotated[str, AfterValidator(_compiles)]], BeforeValidator(_as_list), _ONE_OR_MANY
+]
 
 
 def unique_case_names(cases: list[PatternTestCase]) -> list[PatternTestCase]:
@@ -67,15 +74,15 @@ class CaseExpectations(InputModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    prompt_contains: list[str] = Field(default_factory=list)
-    prompt_not_contains: list[str] = Field(default_factory=list)
+    prompt_contains: Strings = Field(default_factory=list)
+    prompt_not_contains: Strings = Field(default_factory=list)
     prompt_equals: str | None = None
-    prompt_matches: list[Regex] = Field(default_factory=list, description="Regular expressions.")
+    prompt_matches: Regexes = Field(default_factory=list, description="Regular expressions.")
     prompt_hash: str | None = Field(
         default=None, description="`sha256:<hex>` of the rendered prompt (see docs/patterns.md)."
     )
-    answer_contains: list[str] = Field(default_factory=list)
-    answer_matches: list[Regex] = Field(default_factory=list, description="Regular expressions.")
+    answer_contains: Strings = Field(default_factory=list)
+    answer_matches: Regexes = Field(default_factory=list, description="Regular expressions.")
     answer_schema: Annotated[dict[str, Any] | None, AfterValidator(_is_schema)] = Field(
         default=None, description="A JSON Schema the answer, parsed as JSON, must satisfy."
     )
@@ -83,15 +90,6 @@ class CaseExpectations(InputModel):
     judge: str | None = Field(
         default=None, description="A pattern that grades the answer; it must answer PASS."
     )
-
-    _lists = field_validator(
-        "prompt_contains",
-        "prompt_not_contains",
-        "prompt_matches",
-        "answer_contains",
-        "answer_matches",
-        mode="before",
-    )(_as_list)
 
 
 class PatternTestCase(InputModel):
