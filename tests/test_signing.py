@@ -223,3 +223,19 @@ def test_a_bad_previous_key_is_a_configuration_error(
         load_signer(settings)
     assert caught.value.setting == "GENAI_SIGNING__PREVIOUS_KEYS"
     assert problem in caught.value.problem
+
+
+def test_the_documented_worked_example_verifies_with_the_written_spec() -> None:
+    """docs/provenance-and-audit.md's keys and envelope, checked by the independent verifier;
+    and the service signs the same claims to the same bytes (Ed25519 is deterministic)."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "provenance-and-audit.md").read_text()
+    section = text.split("## Verifying an envelope", 1)[1].split("\n## ", 1)[0]
+    blocks = [b.split("```", 1)[0] for b in section.split("```json\n")[1:]]
+    keys, envelope = json.loads(blocks[1]), json.loads(blocks[2])
+    assert check_envelope(envelope, keys) is None
+    signer = load_signer(
+        settings_for(None, signing=SigningSettings(key=SecretStr(b64url(bytes(range(32))))))
+    )
+    assert signer.kid == keys["keys"][0]["kid"]
+    altered = {**envelope, "job_id": "0" * 32}
+    assert check_envelope(altered, keys) == "signature"
