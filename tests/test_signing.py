@@ -20,7 +20,7 @@ from pydantic import SecretStr
 
 from app.config import SigningSettings
 from app.errors import ConfigurationError
-from app.schemas import Signature
+from app.schemas import CompletionEnvelope, Signature, ToolCall
 from app.store.signing_keys import load_signer
 from app.tracking.signing import KeyRing, VerificationFailed, b64url, raw_public_key
 from tests.fakes.provider_server import FakeProviderServer
@@ -239,3 +239,36 @@ def test_the_documented_worked_example_verifies_with_the_written_spec() -> None:
     assert signer.kid == keys["keys"][0]["kid"]
     altered = {**envelope, "job_id": "0" * 32}
     assert check_envelope(altered, keys) == "signature"
+
+
+def test_the_openapi_example_is_signed_and_parsed_output_and_tool_calls_are_covered() -> None:
+    """The documented example envelope verifies with the documentation key; a signed envelope
+    with tool calls and parsed output fails when either changes (the response hash)."""
+    from app.api.openapi_examples import _examples
+
+    example = next(v for k, v in _examples().items() if k.__name__ == "CompletionEnvelope")
+    signer = load_signer(
+        settings_for(None, signing=SigningSettings(key=SecretStr(b64url(bytes(range(32))))))
+    )
+    keys = signer.ring.published().model_dump(mode="json")
+    assert check_envelope(example.model_dump(mode="json"), keys) is None
+    assert isinstance(example, CompletionEnvelope)
+    response = example.response.model_copy(
+        update={"tool_calls": [ToolCall(id="call_1", name="lookup", arguments='{"q": "RF-2"}')]}
+    )
+    rich = signer.signed(example.model_copy(update={"response": response, "parsed": {"ok": 1.5}}))
+    body = rich.model_dump(mode="json")
+    assert check_envelope(body, keys) is None
+    for change in (
+        {"parsed": {"ok": 2.5}},
+        {"parsed": None},
+        {
+            "response": {
+                **body["response"],
+                "tool_calls": [{**body["response"]["tool_calls"][0], "arguments": '{"q": "RF-3"}'}],
+            }
+        },
+    ):
+        assert check_envelope({**body, **change}, keys) == "response", change
+    with pytest.raises(VerificationFailed, match="response_sha256"):
+        signer.verify(rich.model_copy(update={"parsed": {"ok": 2.5}}))

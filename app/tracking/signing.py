@@ -190,8 +190,10 @@ class Signer:
         claims = claims_bytes(signature=unsigned, job_id=envelope.job_id, provenance=provenance)
         return Signature.model_validate({**unsigned, "value": b64url(self._key.sign(claims))})
 
-    def signed(self, envelope: CompletionEnvelope) -> CompletionEnvelope:
-        return envelope.model_copy(update={"signature": self.sign(envelope)})
+    def signed(
+        self, envelope: CompletionEnvelope, *, now: dt.datetime | None = None
+    ) -> CompletionEnvelope:
+        return envelope.model_copy(update={"signature": self.sign(envelope, now=now)})
 
     def verify(self, envelope: CompletionEnvelope) -> None:
         """Raises VerificationFailed; a missing signature is one too."""
