@@ -104,7 +104,11 @@ def claims_bytes(
         "response_sha256": fields["response_sha256"],
         "signed_at": fields["signed_at"],
     }
-    return canonical_json(claims).encode("utf-8")
+    # The claims are JSON-native already (the provenance as its JSON), so the canonical form is
+    # json.dumps' own: the same bytes as `canonical_json`, without its walk over the values.
+    return json.dumps(claims, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
+        "utf-8"
+    )
 
 
 def rfc3339(moment: dt.datetime) -> str:
