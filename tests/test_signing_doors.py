@@ -5,6 +5,7 @@ tests/signing_spec.py accepts, rebuilding the response from what the SDK returne
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -265,3 +266,21 @@ def test_genai_verify_bad_input_is_one_line_and_exit_2(
         assert result.exit_code == 2, (args, result.output)
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("genai: ") and problem in lines[0], lines
+
+
+async def test_genai_verify_fetches_the_keys_from_a_running_service(
+    fake: FakeProviderServer, tmp_path: Path, cli_env: Any
+) -> None:
+    """`--keys URL`: the open keys route of a live service, fetched by the command (run in a
+    thread, so the server on this loop keeps answering)."""
+    async with serving(settings_for(fake)) as gateway:
+        completion = await gateway.sdk.chat.completions.create(
+            model="openai/gpt-4o-mini", messages=QUESTION
+        )
+        saved = tmp_path / "answer.json"
+        saved.write_text(completion.model_dump_json())
+        url = f"{gateway.base_url}/v1/provenance/keys"
+        result = await asyncio.to_thread(run_cli, "verify", str(saved), "--keys", url)
+    assert result.exit_code == 0, result.output
+    kid = (completion.model_extra or {})["signature"]["kid"]
+    assert result.stdout.startswith(f"valid: signed by {kid} at ")
