@@ -18,6 +18,7 @@ from app.api import (
     keys,
     messages,
     patterns,
+    provenance,  # signed envelopes (issue 20)
     snippets,
     teams,
     templates,
@@ -68,6 +69,7 @@ OPENAPI_TAGS = [
         "description": "Anthropic Messages and token counting, for Anthropic SDKs.",
     },
     {"name": "webhooks", "description": "Release events sent to receivers: the delivery log."},
+    {"name": "provenance", "description": "The public keys that verify signed envelopes (open)."},
 ]
 
 
@@ -93,6 +95,7 @@ API_MODULES = (
     teams,
     health,
     webhooks,
+    provenance,  # signed envelopes (issue 20)
 )
 
 

@@ -56,11 +56,13 @@ from app.store.jobs import JobRepository
 from app.store.keys import ApiKeyRepository
 from app.store.labels import LabelRepository
 from app.store.secrets import ReplayVault, load_or_create_key
+from app.store.signing_keys import signer_from_settings  # signed envelopes (issue 20)
 from app.store.snippets import SnippetRepository
 from app.store.teams import TeamRepository
 from app.store.templates import TemplateRepository
 from app.store.webhooks import DeliveryRepository
 from app.store.writer import AuditWriter
+from app.tracking.signing import Signer  # signed envelopes (issue 20)
 from app.webhooks import EventSink, NoEvents
 from app.webhooks.dispatcher import WebhookDispatcher, dispatcher_from_settings
 
@@ -140,6 +142,7 @@ class Runtime:
     deliveries: DeliveryRepository
     webhooks: WebhookDispatcher | None  # None without GENAI_WEBHOOKS__URLS
     template_labels: TemplateLabels  # release flow: label moves, their gate and history
+    signer: Signer | None = None  # signed envelopes (issue 20); None: signing is off
     _background: _Background = field(default_factory=_Background, repr=False, compare=False)
 
     async def start(self) -> None:
@@ -530,7 +533,10 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
     cache = build_cache(settings, metrics=metrics, data_key=keys.data_key)
     upstream = _upstream(settings, preparer, providers, limits, metrics)
     prices = PriceTable.load(settings.prices)
-    outcomes = Outcomes(audit=store.audit, metrics=metrics, cache=cache, prices=prices)
+    signer = signer_from_settings(settings)  # signed envelopes (issue 20)
+    outcomes = Outcomes(
+        audit=store.audit, metrics=metrics, cache=cache, prices=prices, signer=signer
+    )
     quotas = _quotas(settings, database, prices)
     gate = PatternTestGate(preparer=preparer, templates=catalog.templates)
     replayer = Replayer(
@@ -565,4 +571,5 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
         deliveries=deliveries,
         webhooks=webhooks,
         template_labels=_template_labels(settings, catalog, gate, events),
+        signer=signer,
     )

@@ -61,7 +61,7 @@ def envelope() -> CompletionEnvelope:
                 "model": "openai/gpt-4o-mini",
                 "provider": "openai",
                 "name": "gpt-4o-mini",
-                "source": "default",
+                "source": "config_default",
                 "reason": "the configured default model (order: explicit > hint > default)",
             },
             "provenance": {

@@ -59,7 +59,12 @@ COMPOSE_SCHEMA = REPO_ROOT / "tests" / "schemas" / "compose-spec.json"
 # knows (checked against both, so neither a removed nor a too-new field slips in).
 OLDEST_KUBERNETES = "1.29.0"
 # What the service must be given in every deployment (documented, required, shared by replicas).
-SERVICE_KEYS = ("GENAI_DATA_KEY", "GENAI_REDACTION_KEY", "GENAI_AUTH_SECRET")
+SERVICE_KEYS = (
+    "GENAI_DATA_KEY",
+    "GENAI_REDACTION_KEY",
+    "GENAI_AUTH_SECRET",
+    "GENAI_SIGNING__KEY",  # signed envelopes (issue 20)
+)
 STORE_URLS = ("GENAI_DATABASE_URL", "GENAI_REDIS_URL")
 PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 # The platform the lock is compiled for (the image's): Python 3.11 on Linux.

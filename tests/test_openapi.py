@@ -13,6 +13,7 @@ import pytest
 
 from app.api.error_dialects import dialect_for
 from app.api.openapi import ANTHROPIC_ERROR_SCHEMA, ERROR_SCHEMA
+from app.auth.protected import is_protected
 from app.errors import GenAIError
 from app.main import create_app
 from app.tracking import user_prompt_hash
@@ -92,7 +93,7 @@ async def test_the_refusals_around_every_route_are_documented(spec: dict[str, An
         statuses = set(operation["responses"])
         assert "500" in statuses, (method, path)  # the last-resort handler answers anywhere
         needs = {s for r in operation.get("security", []) for scopes in r.values() for s in scopes}
-        if path.startswith("/v1/"):
+        if is_protected(path):  # every /v1 route but the open signing keys (issue 20)
             assert {"401", "503"} <= statuses, (method, path)
             own = (method, path) in ROUTES_THAT_FORBID  # besides the scope check
             assert ("403" in statuses) == ("admin" in needs or own), (method, path)

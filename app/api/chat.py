@@ -256,7 +256,7 @@ class _Chunks:
 
     def _frame(self, chunk: ChatCompletionChunk) -> bytes:
         data = chunk.model_dump(mode="json", exclude_none=False)
-        for name in ("provenance", "job_id"):
+        for name in ("provenance", "job_id", "signature", "parsed"):
             if data[name] is None:
                 del data[name]
         if not self._usage:
@@ -304,7 +304,13 @@ class _Chunks:
             finish = ChunkChoice(
                 delta=ChunkDelta(), finish_reason=_finish(event.response.finish_reason)
             )
-            final = self._chunk(choices=[finish], provenance=event.provenance, job_id=event.job_id)
+            final = self._chunk(
+                choices=[finish],
+                provenance=event.provenance,
+                job_id=event.job_id,
+                signature=event.signature,
+                parsed=event.parsed,
+            )
             frames.append(self._frame(final))
             if self._usage:
                 frames.append(
@@ -359,6 +365,8 @@ async def create_chat_completion(
         usage=_usage(answer.usage),
         provenance=envelope.provenance,
         job_id=envelope.job_id,
+        signature=envelope.signature,
+        parsed=envelope.parsed,
     )
     # Serialised once, here (FastAPI would validate and dump the response model again).
     return GatewayJSONResponse(completion, headers=headers)

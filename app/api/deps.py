@@ -35,6 +35,7 @@ from app.snippets import SnippetLibrary
 from app.store.teams import TeamRepository
 from app.store.templates import TemplateRepository
 from app.store.webhooks import DeliveryRepository  # webhooks
+from app.tracking.signing import Signer  # signed envelopes (issue 20)
 from app.webhooks import EventSink  # webhooks
 from app.webhooks.dispatcher import WebhookDispatcher  # webhooks
 
@@ -269,3 +270,13 @@ async def get_template_labels(request: Request) -> TemplateLabels:
 
 
 TemplateLabelsDep = Annotated[TemplateLabels, Depends(get_template_labels)]
+
+
+# --- signed envelopes (issue 20) ---
+
+
+async def get_signer(request: Request) -> Signer | None:
+    return _runtime(request).signer
+
+
+SignerDep = Annotated[Signer | None, Depends(get_signer)]

@@ -177,6 +177,16 @@ def _tool_input(arguments: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"value": value}
 
 
+def _signed(envelope: CompletionEnvelope) -> dict[str, Any]:
+    """The final event's `signature` (and `parsed`, part of the signed response), when set."""
+    fields: dict[str, Any] = {}
+    if envelope.signature is not None:
+        fields["signature"] = envelope.signature.model_dump(mode="json")
+    if envelope.parsed is not None:
+        fields["parsed"] = envelope.parsed
+    return fields
+
+
 def content_blocks(response: CompletionResponse) -> list[dict[str, Any]]:
     blocks = [block.model_dump(mode="json") for block in response.reasoning]
     if response.text:
@@ -308,6 +318,7 @@ class _Events:
                     "usage": usage,
                     "provenance": envelope.provenance.model_dump(mode="json"),
                     "job_id": envelope.job_id,
+                    **_signed(envelope),
                 },
             )
         )
@@ -352,6 +363,8 @@ async def create_message(
         usage=_usage(answer.usage),
         provenance=envelope.provenance,
         job_id=envelope.job_id,
+        signature=envelope.signature,
+        parsed=envelope.parsed,
     )
     # Serialised once, here (FastAPI would validate and dump the response model again).
     return GatewayJSONResponse(message, headers=headers)

@@ -55,3 +55,6 @@ class _PatternNameConvertor(Convertor[str]):
 
 register_url_convertor("pattern_name", _PatternNameConvertor())
 PATTERN_NAME = "/{name:pattern_name}"
+
+# Signed envelopes (issue 20): the public keys, open to anyone (app/auth/protected.py).
+PROVENANCE_KEYS = "/provenance/keys"

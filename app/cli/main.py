@@ -15,6 +15,7 @@ from app.cli.snippets import snippets_cli
 from app.cli.store import db_cli, templates_cli
 from app.cli.teams import teams_cli
 from app.cli.usage import usage
+from app.cli.verify import provenance_cli, verify  # signed envelopes (issue 20)
 from app.cli.webhooks import webhooks_cli
 from app.config import get_settings
 from app.observability.logging import configure_logging
@@ -40,6 +41,8 @@ patterns_cli.command("test")(patterns_test)
 templates_cli.command("label")(templates_label)
 templates_cli.command("labels")(templates_labels)
 templates_cli.command("test")(templates_test)
+cli.add_typer(provenance_cli, name="provenance")  # signed envelopes (issue 20)
+cli.command("verify")(verify)
 
 
 @cli.callback()

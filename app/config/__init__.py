@@ -15,6 +15,7 @@ from app.config.settings import (
     QuotaSettings,
     RequestSettings,
     Settings,
+    SigningSettings,  # signed envelopes (issue 20)
     UpstreamSettings,
     get_settings,
     settings_error,
@@ -36,6 +37,7 @@ __all__ = [
     "QuotaSettings",
     "RequestSettings",
     "Settings",
+    "SigningSettings",
     "TokenRates",
     "UpstreamSettings",
     "get_settings",

@@ -299,6 +299,25 @@ class ReleaseSettings(BaseModel):
     )
 
 
+class SigningSettings(BaseModel):
+    """Signed envelopes (issue 20): the Ed25519 key that signs every answer, and the public keys
+    of earlier ones that still verify what they signed (rotation)."""
+
+    enabled: bool = Field(
+        default=True, description="Sign every envelope; off: answers carry no `signature`."
+    )
+    key: SecretStr | None = Field(
+        default=None,
+        description="Base64url of the 32-byte Ed25519 seed; generated in data_dir/keys/"
+        "signing.key (0600) if unset.",
+    )
+    previous_keys: list[str] = Field(
+        default_factory=list,
+        description="Verify-only public keys of rotated-out signing keys (base64url of the raw "
+        "32 bytes, as `genai provenance keys` prints them), as JSON.",
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GENAI_",
@@ -436,6 +455,8 @@ class Settings(BaseSettings):
     audit: AuditSettings = Field(default_factory=AuditSettings)
     # Template labels (release flow): GENAI_RELEASE__PROTECTED_LABELS, …__REQUIRE_TESTS.
     release: ReleaseSettings = Field(default_factory=ReleaseSettings)
+    # Signed envelopes (issue 20): GENAI_SIGNING__ENABLED, …__KEY, …__PREVIOUS_KEYS.
+    signing: SigningSettings = Field(default_factory=SigningSettings)
 
     # API keys: every /v1 route needs one; only a salted HMAC of each is stored.
     auth_disabled: bool = Field(

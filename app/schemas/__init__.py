@@ -58,6 +58,9 @@ from app.schemas.envelope import (
     Provenance,
     RenderedPrompt,
     RenderResult,
+    Signature,  # signed envelopes (issue 20)
+    SigningKey,
+    SigningKeys,
     SnippetUse,
     StructuredOutcome,
     Usage,
@@ -250,3 +253,6 @@ __all__ += [
     "TemplateLabelInfo",
     "TemplateLabelList",
 ]
+
+# --- signed envelopes (issue 20) ---
+__all__ += ["Signature", "SigningKey", "SigningKeys"]

@@ -223,6 +223,33 @@ class StructuredOutcome(FrozenModel):
     issues: ValidationIssues | None = None
 
 
+class Signature(FrozenModel):
+    """An Ed25519 signature over the envelope's claims (docs/provenance-and-audit.md,
+    "Verifying an envelope"): anyone with the public key can prove who answered what."""
+
+    alg: Literal["Ed25519"] = "Ed25519"
+    kid: str = Field(description="The signing key: first 16 hex of SHA-256 of its public key.")
+    signed_at: str = Field(description="When it was signed (RFC 3339, UTC).")
+    model: str = Field(description="`provider/model` that answered.")
+    response_sha256: str = Field(
+        description="`sha256:<hex>` of the canonical JSON of {text, tool_calls, parsed}."
+    )
+    value: str = Field(description="The signature: base64url, no padding.")
+
+
+class SigningKey(FrozenModel):
+    """A public key that verifies envelopes; `current` signs new ones."""
+
+    kid: str
+    alg: Literal["Ed25519"] = "Ed25519"
+    public_key: str = Field(description="The raw 32-byte public key, base64url, no padding.")
+    current: bool
+
+
+class SigningKeys(FrozenModel):
+    keys: list[SigningKey]
+
+
 class CompletionEnvelope(FrozenModel):
     """The prompt that was sent, the response, and the provenance that proves it."""
 
@@ -245,4 +272,10 @@ class CompletionEnvelope(FrozenModel):
         default="off",
         description="hit: answered from the response cache without a provider call; miss: "
         "called and stored; off: the cache was not used for this request.",
+    )
+    signature: Signature | None = Field(
+        default=None,
+        exclude_if=is_unset,
+        description="The signature over the provenance, response, job id, model and time; "
+        "absent only with GENAI_SIGNING__ENABLED=false.",
     )

@@ -30,6 +30,7 @@ from app.quotas.guard import NOTHING_RESERVED, Reservation
 from app.routing.prices import PriceTable
 from app.schemas import CallAttempt, CompletionEnvelope, CompletionResponse
 from app.service.outputs import ClientStoppedReading, StreamFailed, StreamOutput, passed_on
+from app.tracking.signing import Signer
 
 CacheUse = Literal["hit", "miss", "off"]
 
@@ -80,6 +81,11 @@ class Outcomes:
     metrics: Metrics
     cache: ResponseCache
     prices: PriceTable
+    signer: Signer | None = None  # None: GENAI_SIGNING__ENABLED=false
+
+    def signed(self, envelope: CompletionEnvelope) -> CompletionEnvelope:
+        """Every envelope leaves signed while signing is on (inline: tens of µs)."""
+        return envelope if self.signer is None else self.signer.signed(envelope)
 
     async def from_cache(
         self,
@@ -106,7 +112,10 @@ class Outcomes:
         self.metrics.completions.labels(prepared.choice.provider, "cached").inc()
         # A fallback's answer is never cached, so the hit is the chosen model's own answer.
         answered = Answered(prepared, Answer(reply, hit.parsed, hit.validation))
-        return envelope_of(job, request_id, answered, attempts=[], cost=0.0, cache="hit")
+        # Signed now: a new signed_at, the job id this hit is served under.
+        return self.signed(
+            envelope_of(job, request_id, answered, attempts=[], cost=0.0, cache="hit")
+        )
 
     async def remember(self, key: str | None, envelope: CompletionEnvelope) -> None:
         """Keep an answer of the chosen model for the next identical request; a fallback's is
@@ -272,7 +281,7 @@ class Completion:
             cache=self.cache_use,
         )
         await outcomes.remember(self.key, envelope)
-        return envelope
+        return outcomes.signed(envelope)
 
     def _call_run(self, upstream_ms: float | None, *, streamed: bool = False) -> CallRun:
         """What the upstream run did so far, for the audit record."""

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.auth.protected import is_protected
 from app.main import create_app
 from tests.fakes.provider_server import FakeProviderServer
 from tests.security.live import LiveService, live_service, service_env
@@ -28,7 +29,7 @@ PATH_VALUES = {
     "role": "writer",
     "version": "1",
 }
-OPEN_ROUTES = ("/healthz", "/readyz", "/metrics")
+OPEN_ROUTES = ("/healthz", "/readyz", "/metrics", "/v1/provenance/keys")  # + signing keys
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def _operations() -> list[Operation]:
 
 
 OPERATIONS = _operations()
-PROTECTED = [op for op in OPERATIONS if op.path.startswith("/v1")]
+PROTECTED = [op for op in OPERATIONS if is_protected(op.path)]  # /v1 but the signing keys
 
 
 @dataclass(frozen=True)
