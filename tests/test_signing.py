@@ -272,3 +272,24 @@ def test_the_openapi_example_is_signed_and_parsed_output_and_tool_calls_are_cove
         assert check_envelope({**body, **change}, keys) == "response", change
     with pytest.raises(VerificationFailed, match="response_sha256"):
         signer.verify(rich.model_copy(update={"parsed": {"ok": 2.5}}))
+
+
+def test_an_answer_holding_a_lone_surrogate_is_signed_and_verifies_by_the_spec() -> None:
+    """A lone surrogate (which a model's answer can hold, escaped in JSON) is hashed and signed
+    as U+FFFD: both verifiers agree, and the JSON a client reads back still verifies."""
+    from app.api.openapi_examples import _examples
+
+    example = next(v for k, v in _examples().items() if k.__name__ == "CompletionEnvelope")
+    assert isinstance(example, CompletionEnvelope)
+    signer = load_signer(
+        settings_for(None, signing=SigningSettings(key=SecretStr(b64url(bytes(range(32))))))
+    )
+    keys = signer.ring.published().model_dump(mode="json")
+    response = example.response.model_copy(update={"text": "half a pair: \ud83d here"})
+    signed = signer.signed(example.model_copy(update={"response": response}))
+    body = json.loads(json.dumps(signed.model_dump(mode="json")))  # through the wire, escaped
+    assert body["response"]["text"] == "half a pair: \ud83d here"
+    assert check_envelope(body, keys) is None
+    assert service_verdict(body, signer.ring) is None
+    other = {**body, "response": {**body["response"], "text": "half a pair: \ufffd here"}}
+    assert check_envelope(other, keys) is None  # the documented rule: U+FFFD stands in for it

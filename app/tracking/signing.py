@@ -22,6 +22,7 @@ import binascii
 import datetime as dt
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -74,11 +75,23 @@ def tool_arguments(arguments: str) -> Any:
         return arguments
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8(text: str) -> bytes:
+    """UTF-8, with each lone surrogate (an answer may hold one; JSON can carry it escaped) as
+    U+FFFD, as the WHATWG encoder (JavaScript's TextEncoder) writes it."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub("\ufffd", text).encode("utf-8")
+
+
 def response_sha256(*, text: str, tool_calls: Iterable[Mapping[str, Any]], parsed: Any) -> str:
     """`tool_calls`: each {"id", "name", "arguments"} with arguments as a JSON value."""
     calls = [{"id": c["id"], "name": c["name"], "arguments": c["arguments"]} for c in tool_calls]
     body = {"text": text, "tool_calls": calls, "parsed": parsed}
-    return sha256_hex(canonical_json(body).encode("utf-8"))
+    return sha256_hex(utf8(canonical_json(body)))
 
 
 def envelope_response_sha256(envelope: CompletionEnvelope) -> str:
@@ -106,9 +119,7 @@ def claims_bytes(
     }
     # The claims are JSON-native already (the provenance as its JSON), so the canonical form is
     # json.dumps' own: the same bytes as `canonical_json`, without its walk over the values.
-    return json.dumps(claims, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
-        "utf-8"
-    )
+    return utf8(json.dumps(claims, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
 
 
 def rfc3339(moment: dt.datetime) -> str:
