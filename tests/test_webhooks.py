@@ -345,3 +345,35 @@ async def test_a_stop_during_a_hanging_attempt_leaves_the_row_to_be_claimed_agai
     [again] = await repo.claim(now=later, lease_seconds=60, limit=5)  # the next process's claim
     assert (again.id, again.attempt) == (row.id, 2)
     receiver.release()
+
+
+async def test_a_receivers_answer_body_is_never_read(
+    make_dispatcher: Any, repo: DeliveryRepository
+) -> None:
+    """The status is the answer: a receiver that promises a gigabyte and sends none of it (or
+    sends it all) neither holds the attempt until the timeout nor fills the dispatcher's memory."""
+    finished = asyncio.Event()
+
+    async def answer_headers_only(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\n")
+        await writer.drain()
+        await finished.wait()  # the promised body never comes
+        writer.close()
+
+    server = await asyncio.start_server(answer_headers_only, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        dispatcher: WebhookDispatcher = make_dispatcher(
+            clock=Clock(), urls=[f"http://127.0.0.1:{port}/hook"]
+        )
+        await dispatcher.emit("webhook.test", {})
+        assert await dispatcher.run_once() == 1
+        [row] = await repo.recent(limit=1)
+        assert (row.status, row.last_status_code, row.last_error) == ("delivered", 200, None)
+    finally:
+        finished.set()
+        server.close()
+        await server.wait_closed()

@@ -193,8 +193,13 @@ class WebhookDispatcher:
         )
         retry_after: float | None = None
         try:
-            async with asyncio.timeout(self._tuning.timeout_seconds):  # a receiver that drips
-                response = await self._http.post(delivery.url, content=body, headers=headers)
+            async with (
+                asyncio.timeout(self._tuning.timeout_seconds),  # a receiver that drips
+                # The status and headers are the answer; the body is never read, so a receiver
+                # cannot hold an attempt or fill memory with it.
+                self._http.stream("POST", delivery.url, content=body, headers=headers) as response,
+            ):
+                pass
         except (TimeoutError, httpx.TimeoutException):
             status, error = None, f"no answer within {self._tuning.timeout_seconds:g}s"
         except httpx.HTTPError as exc:  # never str(exc): it may carry the URL and its query
