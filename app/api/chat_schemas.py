@@ -16,8 +16,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat
 
 from app.schemas import INT32_MAX, INT32_MIN, JSON_INTEGER, Provenance, ReasoningEffort, Signature
-from app.schemas.base import SafeInput, is_unset
+from app.schemas.base import SafeInput
 from app.schemas.conversation import FORMAT_NAME, MAX_TOOLS, TOOL_CALL_ID, TOOL_NAME
+from app.schemas.envelope import DoorParsed, DoorSignature
 
 # Accepted, never sent upstream: they identify the caller to OpenAI, tune its caching or billing
 # (the gateway's account, the gateway's choice) or its delivery, not the answer.
@@ -317,17 +318,8 @@ class ChatCompletion(BaseModel):
     system_fingerprint: None = None
     provenance: Provenance
     job_id: str = Field(description="The audit record: GET /v1/jobs/{job_id}.")
-    signature: Signature | None = Field(
-        default=None,
-        exclude_if=is_unset,
-        description="The envelope's signature (docs/provenance-and-audit.md); absent only "
-        "when signing is off.",
-    )
-    parsed: Any | None = Field(
-        default=None,
-        exclude_if=is_unset,
-        description="The validated JSON with an output schema: part of the signed response.",
-    )
+    signature: DoorSignature = None
+    parsed: DoorParsed = None
 
 
 class ChatToolCallChunk(BaseModel):

@@ -15,9 +15,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat
 
 from app.api.chat_schemas import CHAT_MODEL
-from app.schemas import JSON_INTEGER, Provenance, Signature
-from app.schemas.base import SafeInput, is_unset
+from app.schemas import JSON_INTEGER, Provenance
+from app.schemas.base import SafeInput
 from app.schemas.conversation import MAX_TOOLS, TOOL_CALL_ID, TOOL_NAME
+from app.schemas.envelope import DoorParsed, DoorSignature
 
 IGNORED = (
     "metadata",
@@ -241,17 +242,8 @@ class AnthropicMessage(BaseModel):
     usage: AnthropicUsage
     provenance: Provenance
     job_id: str = Field(description="The audit record: GET /v1/jobs/{job_id}.")
-    signature: Signature | None = Field(
-        default=None,
-        exclude_if=is_unset,
-        description="The envelope's signature (docs/provenance-and-audit.md); absent only "
-        "when signing is off.",
-    )
-    parsed: Any | None = Field(
-        default=None,
-        exclude_if=is_unset,
-        description="The validated JSON with an output schema: part of the signed response.",
-    )
+    signature: DoorSignature = None
+    parsed: DoorParsed = None
 
 
 class AnthropicTokenCount(BaseModel):

@@ -3,7 +3,7 @@ the provenance that proves it, every upstream attempt, and how structured output
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -235,6 +235,24 @@ class Signature(FrozenModel):
         description="`sha256:<hex>` of the canonical JSON of {text, tool_calls, parsed}."
     )
     value: str = Field(description="The signature: base64url, no padding.")
+
+
+# What a door's answer carries beside `provenance` and `job_id`: both doors, one declaration.
+DoorSignature = Annotated[
+    Signature | None,
+    Field(
+        exclude_if=is_unset,
+        description="The envelope's signature (docs/provenance-and-audit.md); absent only "
+        "when signing is off.",
+    ),
+]
+DoorParsed = Annotated[
+    Any | None,
+    Field(
+        exclude_if=is_unset,
+        description="The validated JSON with an output schema: part of the signed response.",
+    ),
+]
 
 
 class SigningKey(FrozenModel):
