@@ -58,7 +58,9 @@ def settings_with(
         fake,
         database_url=database_url,
         database_auto_migrate=True,
-        quotas=QuotaSettings(store=counters),
+        # A CI machine can stall a Redis call past the 0.25 s default; these tests are about
+        # sums and refusals, so a stall must not turn into a 503 (the timeout has its own test).
+        quotas=QuotaSettings(store=counters, redis_timeout_seconds=5),
         **extra,
         **overrides,
     )
