@@ -36,6 +36,8 @@ from starlette.routing import Route
 from starlette.types import Scope
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from tests.fakes.threaded_server import serving_in_thread
+
 Provider = Literal["openai", "anthropic", "ollama"]
 PROVIDERS: tuple[Provider, ...] = get_args(Provider)
 
@@ -935,38 +937,16 @@ class FakeProviderServer:
 def running_fake_provider() -> Iterator[FakeProviderServer]:
     """Serve a ``FakeProviderServer`` on an ephemeral loopback port in a background thread."""
     fake = FakeProviderServer()
-    # IPPROTO_TCP, not 0: only then does asyncio set TCP_NODELAY, without which every reply on
-    # a kept-alive connection waits ~40 ms for the client's delayed ACK.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
     config = uvicorn.Config(
         fake.app,
-        host="127.0.0.1",
-        port=port,
         log_level="warning",
         lifespan="off",
         loop="asyncio",
         http=fake.protocol,
         timeout_graceful_shutdown=5,
     )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(
-        target=lambda: asyncio.run(fake._serve(server, sock)),
-        name="fake-provider-server",
-        daemon=True,
-    )
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("fake provider server failed to start")
-            time.sleep(0.01)
+    with serving_in_thread(
+        config, name="fake-provider-server", serve=fake._serve, before_exit=fake._close
+    ) as port:
         fake.base_url = f"http://127.0.0.1:{port}"
         yield fake
-    finally:
-        fake._close()
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()

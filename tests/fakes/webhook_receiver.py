@@ -8,7 +8,6 @@ HMAC signature of every delivery. With the script exhausted it answers 200.
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from collections import deque
@@ -21,6 +20,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+
+from tests.fakes.threaded_server import serving_in_thread
 
 HANG = -1
 
@@ -77,35 +78,13 @@ async def eventually(condition: Callable[[], Awaitable[bool]], *, seconds: float
 @contextmanager
 def running_receiver() -> Iterator[WebhookReceiver]:
     receiver = WebhookReceiver()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
     config = uvicorn.Config(
         receiver.app,
-        host="127.0.0.1",
-        port=port,
         log_level="warning",
         lifespan="off",
         loop="asyncio",
         timeout_graceful_shutdown=1,
     )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(
-        target=lambda: asyncio.run(server.serve(sockets=[sock])),
-        name="webhook-receiver",
-        daemon=True,
-    )
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("webhook receiver failed to start")
-            time.sleep(0.01)
+    with serving_in_thread(config, name="webhook-receiver", before_exit=receiver.release) as port:
         receiver.url = f"http://127.0.0.1:{port}/hook"
         yield receiver
-    finally:
-        receiver.release()
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
