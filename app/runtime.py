@@ -2,7 +2,8 @@
 
 `build_runtime` builds (the CLI stops there); `Runtime.start` makes it serve: the first admin key,
 a sweep of stale jobs, and the background work (last-use times of keys, periodic stale-job
-checks, the pattern file watcher) that `Runtime.aclose` stops before it closes anything else.
+checks, the pattern file watcher, the retention round) that `Runtime.aclose` stops before it
+closes anything else.
 """
 
 from __future__ import annotations
@@ -166,9 +167,11 @@ class Runtime:
         background.stale_checks = asyncio.create_task(
             _keep_house(self.audit, self.quotas, stale_after, background.stop_stale_checks)
         )
-        background.retention = asyncio.create_task(
-            keep_retention(self.pruner, settings.retention, background.stop_retention)
-        )
+        if settings.retention.jobs_days is not None or not self.database.is_sqlite:
+            # PostgreSQL always: its month partitions are made ahead by the same round.
+            background.retention = asyncio.create_task(
+                keep_retention(self.pruner, settings.retention, background.stop_retention)
+            )
         if settings.pattern_reload_seconds > 0:  # pattern and snippet files, one watcher
             owners = Owners(patterns=self.patterns.refresh, snippets=self.snippets.refresh_files)
             background.watcher = FileWatcher(
