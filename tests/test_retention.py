@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from sqlalchemy import insert, text
 
 from app.audit.retention import retention_round
+from app.cli.jobs import prune_lines
 from app.config import RetentionSettings
 from app.store.db import Database
 from app.store.jobs import JobRepository
@@ -192,6 +194,34 @@ async def test_the_running_service_prunes_by_policy(database_url: str) -> None:
         await database.aclose()
 
 
+async def test_an_sqlite_file_made_without_incremental_vacuum_is_named_then_converted(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as made_by_an_earlier_release:  # auto_vacuum stays NONE
+        made_by_an_earlier_release.execute("CREATE TABLE earlier (x)")
+    database = Database(f"sqlite+aiosqlite:///{path}")
+    try:
+        await database.migrate()
+        await seed(database)
+        pruner = JobPruner(database.engine, proof=None)
+        first = await pruner.prune(CUTOFF)
+        converted = await pruner.prune(CUTOFF, vacuum=True)
+        async with database.engine.connect() as conn:
+            mode = await conn.scalar(text("PRAGMA auto_vacuum"))
+        await seed(database, {"later": (NOW - dt.timedelta(days=60), "completed")})
+        after = await pruner.prune(CUTOFF)
+    finally:
+        await database.aclose()
+    assert (first.vacuum, converted.vacuum, mode, after.vacuum) == (
+        "off",
+        "converted",
+        2,
+        "incremental",
+    )
+    assert "--vacuum" in prune_lines(first)[-1]
+
+
 # --- PostgreSQL partitions ---------------------------------------------------------------------
 
 
@@ -332,7 +362,7 @@ def _ids(database: Database) -> set[str]:
 def test_cli_zero_days_prunes_every_finished_job_and_reports_it(cli_db: Database) -> None:
     dry = run_cli("jobs", "prune", "--older-than", "0d", "--dry-run", "--json")
     assert dry.exit_code == 0, dry.output
-    assert json.loads(dry.stdout)["jobs_deleted"] == 5
+    assert json.loads(dry.stdout)["jobs_pruned"] == 5
     assert _ids(cli_db) == set(JOBS)
     done = run_cli("jobs", "prune", "--older-than", "0d")
     assert done.exit_code == 0, done.output

@@ -35,6 +35,9 @@ async def retention_round(pruner: JobPruner, settings: RetentionSettings) -> Pru
     except GenAIError as exc:
         log.warning("retention_round_failed", error_type=exc.error_type, error=str(exc))
         return None
+    except Exception:  # e.g. the proof keeper's own failure: logged, and the loop lives on
+        log.exception("retention_round_failed")
+        return None
 
 
 async def keep_retention(

@@ -129,6 +129,12 @@ class JobPartitions:
             old = await _old_names(conn, cutoff)
             return [name for name in old if not await _holds_pending(conn, name)]
 
+    async def rows_in(self, names: list[str]) -> int:
+        """How many jobs these partitions hold (a dry run's count of what dropping them takes)."""
+        async with self._engine.connect() as conn:
+            counts = [await conn.scalar(text(f"SELECT count(*) FROM {n}")) for n in names]  # noqa: S608
+        return sum(int(count or 0) for count in counts)
+
     async def drop(self, name: str, cutoff: dt.datetime) -> int | None:
         """Detach and drop one partition, re-checked under the lock; the rows it held, or None
         when it stays (another replica dropped it first, or a pending job appeared)."""

@@ -16,7 +16,7 @@ import time
 from typing import Any, Literal, Protocol
 
 import structlog
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 from sqlalchemy import ColumnElement, delete, func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm import InstrumentedAttribute
@@ -60,6 +60,7 @@ class PruneReport(BaseModel):
     vacuum: Vacuum
     seconds: float
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def jobs_pruned(self) -> int:
         return self.jobs_deleted + self.jobs_in_dropped_partitions
