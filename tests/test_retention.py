@@ -249,6 +249,25 @@ async def test_a_month_whose_rows_landed_in_default_gets_its_partition_with_them
     assert await JobRepository(postgres.sessions).get("stray") is not None
 
 
+async def test_the_jobs_routes_read_every_partition(postgres: Database) -> None:
+    old, ancient = "a" * 32, "b" * 32  # well-formed ids: a month partition's, DEFAULT's
+    await seed(
+        postgres,
+        {
+            old: (NOW - dt.timedelta(days=120), "completed"),
+            ancient: (dt.datetime(2001, 1, 1, tzinfo=dt.UTC), "failed"),
+        },
+    )
+    await backfill_partitions(JobPruner(postgres.engine, proof=None))
+    settings = settings_for(None, database_url=postgres.url)
+    async with serve_app(settings) as http:
+        records = [(await http.get(f"/v1/jobs/{job_id}")) for job_id in (old, ancient)]
+    assert [r.status_code for r in records] == [200, 200]
+    assert [r.json()["status"] for r in records] == ["completed", "failed"]
+    listed = await JobRepository(postgres.sessions).recent(limit=10)  # `genai jobs list`
+    assert [job.id for job in listed] == [old, ancient]
+
+
 async def test_replicas_making_partitions_at_once_make_each_once(postgres: Database) -> None:
     other = Database(postgres.url)
     try:
@@ -277,7 +296,21 @@ async def test_migration_partitions_the_rows_an_earlier_release_wrote_and_goes_b
     try:
         await database.migrate("0010")
         await seed(database, old)
+        async with database.engine.begin() as conn:  # what 0011 (the audit chain) adds
+            await conn.execute(text("ALTER TABLE jobs ADD COLUMN chain_seq bigint"))
+            await conn.execute(text("UPDATE jobs SET chain_seq = 7 WHERE id = 'jan'"))
+            await conn.execute(
+                text(
+                    "CREATE UNIQUE INDEX ix_jobs_chain_seq ON jobs (chain_seq) "
+                    "WHERE chain_seq IS NOT NULL"
+                )
+            )
         await database.migrate()
+        async with database.engine.connect() as conn:
+            chained = await conn.scalar(text("SELECT chain_seq FROM jobs WHERE id = 'jan'"))
+            chain_index = await conn.scalar(
+                text("SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_jobs_chain_seq'")
+            )
         info = await _shape(database)
         repo = JobRepository(database.sessions, database.lane)
         stored = await repo.get("jan")
@@ -293,6 +326,9 @@ async def test_migration_partitions_the_rows_an_earlier_release_wrote_and_goes_b
     assert info["rows"] == {"jan": "jobs_2026_01", "jun": "jobs_2026_06", "now": info["now"]}
     assert {"ix_jobs_usage", "ix_jobs_status", "ix_jobs_request_id"} <= set(info["indexes"])
     assert stored is not None and stored.created_at == old["jan"][0]
+    assert chained == 7  # a column added after 0010 is copied with its values
+    assert chain_index is not None and "(chain_seq, created_at)" in chain_index
+    assert "WHERE (chain_seq IS NOT NULL)" in chain_index
     assert down["kind"] == "r" and down["pk"] == "PRIMARY KEY (id)" and down["partitions"] == []
     assert set(down["rows"]) == {"jan", "jun", "now", "after"}
     assert set(down["indexes"]) == set(info["indexes"])
