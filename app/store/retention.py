@@ -102,10 +102,11 @@ class JobPruner:
         started = time.perf_counter()
         droppable = await self.partitions.droppable(cutoff)
         if dry_run:
-            jobs = await self._count(Job, _old_finished_jobs(cutoff))
+            in_droppable = await self.partitions.rows_in(droppable)
+            jobs = await self._count(Job, _old_finished_jobs(cutoff)) - in_droppable
             deliveries = await self._count(WebhookDelivery, _old_settled_deliveries(cutoff))
             return self._report(
-                cutoff, True, jobs, droppable, 0, deliveries, "not_applicable", started
+                cutoff, True, jobs, droppable, in_droppable, deliveries, "not_applicable", started
             )
         if self._proof is not None:  # the seam to the audit chain: its one call site
             await self._proof.before_prune(cutoff)
