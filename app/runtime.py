@@ -2,7 +2,8 @@
 
 `build_runtime` builds (the CLI stops there); `Runtime.start` makes it serve: the first admin key,
 a sweep of stale jobs, and the background work (last-use times of keys, periodic stale-job
-checks, the pattern file watcher) that `Runtime.aclose` stops before it closes anything else.
+checks, the pattern file watcher, the retention round) that `Runtime.aclose` stops before it
+closes anything else.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app.audit.redaction import Redactor
 from app.audit.replay import Replayer
+from app.audit.retention import keep_retention
 from app.audit.trail import AuditTrail
 from app.auth.authenticator import Authenticator
 from app.auth.banner import warn_auth_disabled
@@ -55,6 +57,7 @@ from app.store.db import Database, describe_storage_error
 from app.store.jobs import JobRepository
 from app.store.keys import ApiKeyRepository
 from app.store.labels import LabelRepository
+from app.store.retention import JobPruner, ProofKeeper
 from app.store.secrets import ReplayVault, load_or_create_key
 from app.store.signing_keys import signer_from_settings  # signed envelopes (issue 20)
 from app.store.snippets import SnippetRepository
@@ -114,6 +117,8 @@ class _Background:
         self.stop_stale_checks = asyncio.Event()
         self.stale_checks: asyncio.Task[None] | None = None
         self.watcher: FileWatcher | None = None
+        self.stop_retention = asyncio.Event()
+        self.retention: asyncio.Task[None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +147,7 @@ class Runtime:
     deliveries: DeliveryRepository
     webhooks: WebhookDispatcher | None  # None without GENAI_WEBHOOKS__URLS
     template_labels: TemplateLabels  # release flow: label moves, their gate and history
+    pruner: JobPruner  # retention (issue 20): `genai jobs prune` and the background policy
     signer: Signer | None = None  # signed envelopes (issue 20); None: signing is off
     _background: _Background = field(default_factory=_Background, repr=False, compare=False)
 
@@ -161,6 +167,11 @@ class Runtime:
         background.stale_checks = asyncio.create_task(
             _keep_house(self.audit, self.quotas, stale_after, background.stop_stale_checks)
         )
+        if settings.retention.jobs_days is not None or not self.database.is_sqlite:
+            # PostgreSQL always: its month partitions are made ahead by the same round.
+            background.retention = asyncio.create_task(
+                keep_retention(self.pruner, settings.retention, background.stop_retention)
+            )
         if settings.pattern_reload_seconds > 0:  # pattern and snippet files, one watcher
             owners = Owners(patterns=self.patterns.refresh, snippets=self.snippets.refresh_files)
             background.watcher = FileWatcher(
@@ -189,6 +200,9 @@ class Runtime:
         if background.stale_checks is not None:
             background.stop_stale_checks.set()
             await background.stale_checks
+        if background.retention is not None:
+            background.stop_retention.set()
+            await background.retention
         if background.key_use is not None:
             background.key_use.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -504,6 +518,12 @@ def _service(
     )
 
 
+def _pruner(settings: Settings, database: Database, *, proof: ProofKeeper | None) -> JobPruner:
+    """Retention's one seam to the audit chain: `proof` signs a checkpoint before any prune
+    (None until the chain is wired: then a prune leaves no checkpoint)."""
+    return JobPruner(database.engine, proof=proof, batch_size=settings.retention.batch_size)
+
+
 async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None = None) -> Runtime:
     """The composition root: each long-lived component once, in the order they depend on each
     other. The model configuration is proven before anything is opened. `patterns`: a catalog
@@ -571,5 +591,6 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
         deliveries=deliveries,
         webhooks=webhooks,
         template_labels=_template_labels(settings, catalog, gate, events),
+        pruner=_pruner(settings, database, proof=None),
         signer=signer,
     )

@@ -442,6 +442,7 @@ async def test_migrations_match_the_table_definitions(database_url: str) -> None
     from alembic.runtime.migration import MigrationContext
 
     from app.store.db import Database
+    from app.store.partitions import outside_partitions
     from app.store.tables import Base
 
     database = Database(database_url)
@@ -449,7 +450,9 @@ async def test_migrations_match_the_table_definitions(database_url: str) -> None
     assert await database.schema_is_current()
 
     def diff(connection: Any) -> list[Any]:
-        return list(compare_metadata(MigrationContext.configure(connection), Base.metadata))
+        # PostgreSQL's month partitions of jobs are made at run time, not declared (0013).
+        context = MigrationContext.configure(connection, opts={"include_name": outside_partitions})
+        return list(compare_metadata(context, Base.metadata))
 
     async with database.engine.connect() as conn:
         assert await conn.run_sync(diff) == []

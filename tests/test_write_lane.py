@@ -56,9 +56,10 @@ def test_each_backend_gets_its_own_lane(tmp_path: object) -> None:
 
 async def test_a_batch_with_a_refused_row_writes_none_of_it(database: Database) -> None:
     jobs = JobRepository(database.sessions, database.lane)
-    await jobs.insert_many([_pending("a")])
-    with pytest.raises(IntegrityError) as refused:
-        await jobs.insert_many([_pending("b"), _pending("a"), _pending("c")])
+    first = _pending("a")
+    await jobs.insert_many([first])
+    with pytest.raises(IntegrityError) as refused:  # the same record again (id, created_at)
+        await jobs.insert_many([_pending("b"), first, _pending("c")])
     assert record_refused(refused.value)  # the writer bisects it, as through the pool
     await jobs.insert_many([_pending("b"), _pending("c")])  # the lane still works
     assert await _ids(database) == ["a", "b", "c"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, get_args
 
@@ -16,6 +17,7 @@ from app.store.db import DATABASE_URL_SETTING
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
+    from app.store.retention import PruneReport
 
 jobs_cli = typer.Typer(
     help="The audit trail: recent jobs, one record, replay.", no_args_is_help=True
@@ -110,6 +112,67 @@ def jobs_replay(
     typer.echo(result.model_dump_json(indent=2))
     if not result.reproduced:
         raise typer.Exit(code=1)
+
+
+_DAYS = re.compile(r"^(\d{1,6})d$")
+
+
+def days_in(duration: str) -> int:
+    """`90d` → 90; anything else is one operator line (exit 2)."""
+    found = _DAYS.match(duration.strip())
+    if found is None:
+        raise ConfigurationError(
+            "--older-than", f"{duration!r} is not a number of days; write e.g. 90d (0d: all)"
+        )
+    return int(found[1])
+
+
+def prune_lines(report: PruneReport) -> list[str]:
+    """What a prune removed (or would), for people; --json prints the report itself."""
+    verb = "would prune" if report.dry_run else "pruned"
+    lines = [
+        f"{verb} {report.jobs_pruned} finished jobs created before {report.cutoff:%Y-%m-%d %H:%M} "
+        f"UTC ({report.backend}) in {report.seconds:.2f} s",
+        f"  partitions dropped whole: {', '.join(report.partitions_dropped) or 'none'}"
+        f" ({report.jobs_in_dropped_partitions} jobs)",
+        f"  deleted in batches: {report.jobs_deleted} jobs, "
+        f"{report.webhook_deliveries_deleted} settled webhook deliveries",
+    ]
+    if report.vacuum == "off":
+        lines.append(
+            "  note: this SQLite database was made without incremental auto-vacuum, so the "
+            "file keeps its size; run once with --vacuum to convert it (a full VACUUM)"
+        )
+    return lines
+
+
+@jobs_cli.command("prune")
+def jobs_prune(
+    older_than: Annotated[
+        str, typer.Option("--older-than", help="Age in days, e.g. 90d; 0d: every finished job.")
+    ],
+    dry_run: Annotated[bool, typer.Option(help="Count what would go; change nothing.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="The report as JSON.")] = False,
+    vacuum: Annotated[
+        bool,
+        typer.Option(help="SQLite: convert to incremental auto-vacuum with a full VACUUM (once)."),
+    ] = False,
+) -> None:
+    """Delete finished jobs older than the age (pending ones stay), after a signed checkpoint
+    of the audit chain; PostgreSQL drops whole month partitions."""
+    from app.audit.retention import cutoff_for
+
+    cutoff = cutoff_for(days_in(older_than))
+
+    async def work(runtime: Runtime) -> PruneReport:
+        return await runtime.pruner.prune(cutoff, dry_run=dry_run, vacuum=vacuum)
+
+    report = run(work, existing_store())
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+        return
+    for line in prune_lines(report):
+        typer.echo(line)
 
 
 def drift(

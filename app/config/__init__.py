@@ -14,6 +14,7 @@ from app.config.settings import (
     OpenAISettings,
     QuotaSettings,
     RequestSettings,
+    RetentionSettings,
     Settings,
     SigningSettings,  # signed envelopes (issue 20)
     UpstreamSettings,
@@ -36,6 +37,7 @@ __all__ = [
     "OpenAISettings",
     "QuotaSettings",
     "RequestSettings",
+    "RetentionSettings",
     "Settings",
     "SigningSettings",
     "TokenRates",

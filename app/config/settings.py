@@ -318,6 +318,29 @@ class SigningSettings(BaseModel):
     )
 
 
+class RetentionSettings(BaseModel):
+    """How long finished jobs are kept (issue 20): pruned by month partitions on PostgreSQL,
+    batched deletes on SQLite, after a signed checkpoint of the audit chain."""
+
+    jobs_days: int | None = Field(
+        default=None,
+        ge=0,
+        description="Prune finished jobs (and settled webhook deliveries) older than this many "
+        "days, every interval; unset: keep everything.",
+    )
+    batch_size: int = Field(
+        default=5000, ge=1, le=100_000, description="Rows per DELETE transaction when pruning."
+    )
+    interval_seconds: float = Field(
+        default=86_400.0,
+        ge=1.0,
+        description="How often the retention round runs (partitions ahead made, then the prune).",
+    )
+    partitions_ahead: int = Field(
+        default=3, ge=1, le=24, description="PostgreSQL: months of `jobs` partitions made ahead."
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GENAI_",
@@ -457,6 +480,8 @@ class Settings(BaseSettings):
     release: ReleaseSettings = Field(default_factory=ReleaseSettings)
     # Signed envelopes (issue 20): GENAI_SIGNING__ENABLED, …__KEY, …__PREVIOUS_KEYS.
     signing: SigningSettings = Field(default_factory=SigningSettings)
+    # Retention (issue 20): GENAI_RETENTION__JOBS_DAYS, …__BATCH_SIZE, …__INTERVAL_SECONDS.
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
 
     # API keys: every /v1 route needs one; only a salted HMAC of each is stored.
     auth_disabled: bool = Field(

@@ -134,8 +134,11 @@ def _parse_url(url: str) -> URL:
 
 def _sqlite_tuning(busy_timeout_ms: int) -> Callable[[Any, Any], None]:
     def tune(dbapi_connection: Any, _: Any) -> None:
-        """WAL lets readers run beside the writer; a busy timeout waits, boundedly, for the lock."""
+        """WAL lets readers run beside the writer; a busy timeout waits, boundedly, for the lock.
+        Incremental auto-vacuum lets a prune return freed pages in steps; it only takes on a
+        database with no table yet (elsewhere it is a no-op: `genai jobs prune --vacuum`)."""
         cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
