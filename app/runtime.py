@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import structlog
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.audit.events import AdminEvents  # the admin event log (issue 20)
 from app.audit.redaction import Redactor
 from app.audit.replay import Replayer
 from app.audit.trail import AuditTrail
@@ -52,6 +53,7 @@ from app.service import CompletionTimeouts, GenAIService, Outcomes
 from app.snippets import SnippetLibrary
 from app.store.counters import CounterRepository
 from app.store.db import Database, describe_storage_error
+from app.store.events import AdminEventRepository  # the admin event log (issue 20)
 from app.store.jobs import JobRepository
 from app.store.keys import ApiKeyRepository
 from app.store.labels import LabelRepository
@@ -142,6 +144,7 @@ class Runtime:
     deliveries: DeliveryRepository
     webhooks: WebhookDispatcher | None  # None without GENAI_WEBHOOKS__URLS
     template_labels: TemplateLabels  # release flow: label moves, their gate and history
+    admin_events: AdminEvents  # the admin event log (issue 20)
     signer: Signer | None = None  # signed envelopes (issue 20); None: signing is off
     _background: _Background = field(default_factory=_Background, repr=False, compare=False)
 
@@ -571,5 +574,6 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
         deliveries=deliveries,
         webhooks=webhooks,
         template_labels=_template_labels(settings, catalog, gate, events),
+        admin_events=AdminEvents(AdminEventRepository(database.sessions)),
         signer=signer,
     )
