@@ -14,7 +14,7 @@ from app.api.body import OffLoopBodyRoute
 from app.api.deps import AdminLogDep, CanComplete, IsAdmin, SnippetsDep
 from app.api.errors import error_responses
 from app.api.params import SlugPath, TagQuery, VersionPath
-from app.audit.events import snippet_target
+from app.audit.events import snippet_detail, snippet_target
 from app.schemas import Snippet, SnippetIn, SnippetVersions
 
 router = APIRouter(prefix="/v1/snippets", tags=["snippets"], route_class=OffLoopBodyRoute)
@@ -22,11 +22,6 @@ router = APIRouter(prefix="/v1/snippets", tags=["snippets"], route_class=OffLoop
 
 class SnippetList(BaseModel):
     snippets: list[Snippet]
-
-
-def _stored(snippet: Snippet) -> dict[str, object]:
-    """The event's detail: which version now serves, by checksum (the text is in the store)."""
-    return {"version": snippet.version, "checksum": snippet.checksum}
 
 
 @router.post(
@@ -40,7 +35,7 @@ def _stored(snippet: Snippet) -> dict[str, object]:
 async def create_snippet(body: SnippetIn, snippets: SnippetsDep, admin_log: AdminLogDep) -> Snippet:
     created = await snippets.create(body)
     await admin_log.record(
-        "snippet.created", target=snippet_target(created.identifier), detail=_stored(created)
+        "snippet.created", target=snippet_target(created.identifier), detail=snippet_detail(created)
     )
     return created
 
@@ -93,7 +88,7 @@ async def update_snippet(
         )
     updated = await snippets.update(identifier, body)
     await admin_log.record(
-        "snippet.updated", target=snippet_target(identifier), detail=_stored(updated)
+        "snippet.updated", target=snippet_target(identifier), detail=snippet_detail(updated)
     )
     return updated
 
@@ -150,6 +145,6 @@ async def activate_snippet_version(
 ) -> Snippet:
     activated = await snippets.activate(identifier, version)
     await admin_log.record(
-        "snippet.activated", target=snippet_target(identifier), detail=_stored(activated)
+        "snippet.activated", target=snippet_target(identifier), detail=snippet_detail(activated)
     )
     return activated

@@ -22,7 +22,7 @@ from app.api.deps import (
 )
 from app.api.errors import error_responses
 from app.api.params import SlugPath, SlugQuery, VersionPath
-from app.audit.events import template_target
+from app.audit.events import template_detail, template_target
 from app.catalog.labels import author_of
 from app.catalog.templates import store_new_template
 from app.release import PatternTestRun, SuiteReport, run_pattern_suite, suite_name, version_ref
@@ -64,7 +64,7 @@ async def create_template_version(
     await admin_log.record(
         "template.version_created",
         target=template_target(stored.name, stored.role),
-        detail={"version": stored.version, "checksum": stored.checksum},
+        detail=template_detail(stored),
     )
     return stored
 

@@ -26,7 +26,15 @@ import structlog
 from pydantic_core import to_jsonable_python
 
 from app.errors import GenAIError, InvalidRequest
-from app.schemas import ActorKind, AdminEvent, AdminEventPage, ApiKeyCreate, FieldProblem
+from app.schemas import (
+    ActorKind,
+    AdminEvent,
+    AdminEventPage,
+    ApiKeyCreate,
+    FieldProblem,
+    Snippet,
+    TemplateVersion,
+)
 from app.store.events import AdminEventRepository, EventFilter, Position
 
 log = structlog.get_logger(__name__)
@@ -142,6 +150,15 @@ class ActorLog:
         self, action: str, *, target: str | None = None, detail: Mapping[str, Any] | None = None
     ) -> AdminEvent:
         return await self.events.record(self.actor, action, target=target, detail=detail)
+
+
+def snippet_detail(snippet: Snippet) -> dict[str, Any]:
+    """Which version now serves, by checksum (the text is in the store, not in the log)."""
+    return {"version": snippet.version, "checksum": snippet.checksum}
+
+
+def template_detail(stored: TemplateVersion) -> dict[str, Any]:
+    return {"version": stored.version, "checksum": stored.checksum}
 
 
 def key_created_detail(new: ApiKeyCreate) -> dict[str, Any]:
