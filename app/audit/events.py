@@ -122,7 +122,7 @@ class AdminEvents:
         except GenAIError as exc:  # the action is committed: say so loudly, never undo it
             log.error(
                 "admin_event_unrecorded",
-                event=event.model_dump(mode="json"),
+                admin_event=event.model_dump(mode="json"),
                 error=type(exc).__name__,
             )
         return event
