@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 from fastapi import FastAPI
 from sqlalchemy import select
@@ -249,3 +250,26 @@ async def test_an_event_that_cannot_be_written_is_logged_loudly_and_the_action_s
     keys = (await gateway.admin.get("/v1/keys")).json()["keys"]
     assert created.json()["id"] in [key["id"] for key in keys]
     assert created.json()["key"] not in json.dumps(logs, default=str)
+
+
+async def test_the_document_describes_the_route_and_real_pages_conform(gateway: Gateway) -> None:
+    spec = (await gateway.admin.get("/openapi.json")).json()
+    operation = spec["paths"][EVENTS]["get"]
+    assert operation["security"] == [{"HTTPBearer": ["admin"]}]
+    assert {p["name"] for p in operation["parameters"]} == {
+        "action",
+        "actor_key_id",
+        "target",
+        "since",
+        "until",
+        "limit",
+        "cursor",
+    }
+    ok = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    assert ok == {"$ref": "#/components/schemas/AdminEventPage"}
+    validator = jsonschema.Draft202012Validator({**ok, "components": spec["components"]})
+    _ok(await gateway.admin.post("/v1/teams", json={"name": "ops"}), 201)
+    page = _ok(await gateway.admin.get(EVENTS, params={"limit": 1}))
+    validator.validate(page)
+    for example in spec["components"]["schemas"]["AdminEventPage"]["examples"]:
+        validator.validate(example)
