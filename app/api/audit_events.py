@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from pydantic import AwareDatetime
 
 from app.api.body import OffLoopBodyRoute
 from app.api.deps import AdminEventsDep, IsAdmin
@@ -48,9 +48,9 @@ async def list_admin_events(
         ),
     ] = None,
     since: Annotated[
-        dt.datetime | None, Query(description="From this instant (ISO 8601 with a time zone).")
+        AwareDatetime | None, Query(description="From this instant (ISO 8601 with its offset).")
     ] = None,
-    until: Annotated[dt.datetime | None, Query(description="Before this instant.")] = None,
+    until: Annotated[AwareDatetime | None, Query(description="Before this instant.")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     cursor: Annotated[
         str | None, Query(max_length=200, description="`next_cursor` of the previous page.")

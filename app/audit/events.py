@@ -25,13 +25,12 @@ from typing import Any, cast
 import structlog
 from pydantic_core import to_jsonable_python
 
-from app.errors import GenAIError, InvalidRequest
+from app.errors import GenAIError, InvalidCursor
 from app.schemas import (
     ActorKind,
     AdminEvent,
     AdminEventPage,
     ApiKeyCreate,
-    FieldProblem,
     Snippet,
     TemplateVersion,
 )
@@ -79,13 +78,7 @@ def decode_cursor(cursor: str) -> Position:
         if when.tzinfo is None or not isinstance(event_id, str):
             raise ValueError(cursor)
     except (ValueError, TypeError, binascii.Error):
-        problem = FieldProblem(
-            loc=["query", "cursor"],
-            msg="is not a cursor this service gave; pass `next_cursor` from the previous page "
-            "unchanged, or leave it out for the newest events",
-            type="value_error",
-        )
-        raise InvalidRequest([problem]) from None
+        raise InvalidCursor() from None
     return Position(at=when, id=event_id)
 
 

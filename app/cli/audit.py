@@ -14,7 +14,7 @@ from app.api.audit_events import MAX_PAGE
 from app.audit.events import decode_cursor
 from app.cli.jobs import existing_store
 from app.cli.runner import run
-from app.errors import ConfigurationError, InvalidRequest
+from app.errors import ConfigurationError, InvalidCursor
 from app.schemas import AdminEvent, AdminEventPage
 from app.store.events import EventFilter
 
@@ -105,7 +105,7 @@ def audit_log(
     if cursor is not None:  # a mistyped cursor is bad input: one line, exit 2
         try:
             decode_cursor(cursor)
-        except InvalidRequest:
+        except InvalidCursor:
             raise ConfigurationError("--cursor", "is not a cursor `more:` printed") from None
     now = dt.datetime.now(dt.UTC)
     where = EventFilter(
