@@ -99,8 +99,8 @@ def test_cli_actions_are_logged_and_the_log_prints_filters_and_pages(store: Path
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--since", "last tuesday"], "genai: --since: 'last tuesday' is not 7d"),
-        (["--until", "2026-11-01T09:00:00"], "genai: --until: "),
+        (["--since", "last tuesday"], "genai: --since: 'last tuesday' is not an ISO date"),
+        (["--until", "2026-13-01"], "genai: --until: '2026-13-01' is not an ISO date"),
         (["--cursor", "nope"], "genai: --cursor: is not a cursor"),
     ],
 )

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from pydantic import AwareDatetime
 
 from app.api.body import OffLoopBodyRoute
 from app.api.deps import AdminEventsDep, IsAdmin
 from app.api.errors import error_responses
 from app.schemas import AdminEventPage
+from app.schemas.usage import Instant  # the one rule for instants in a query string
 from app.store.events import EventFilter
 
 router = APIRouter(
@@ -48,9 +48,10 @@ async def list_admin_events(
         ),
     ] = None,
     since: Annotated[
-        AwareDatetime | None, Query(description="From this instant (ISO 8601 with its offset).")
+        Instant,
+        Query(description="From (inclusive): an ISO instant (no offset: UTC) or date (00:00 UTC)."),
     ] = None,
-    until: Annotated[AwareDatetime | None, Query(description="Before this instant.")] = None,
+    until: Annotated[Instant, Query(description="Before (exclusive): the same forms.")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     cursor: Annotated[
         str | None, Query(max_length=200, description="`next_cursor` of the previous page.")

@@ -9,6 +9,7 @@ import re
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from pydantic import TypeAdapter, ValidationError
 
 from app.api.audit_events import MAX_PAGE
 from app.audit.events import decode_cursor
@@ -16,6 +17,7 @@ from app.cli.jobs import existing_store
 from app.cli.runner import run
 from app.errors import ConfigurationError, InvalidCursor
 from app.schemas import AdminEvent, AdminEventPage
+from app.schemas.usage import Instant
 from app.store.events import EventFilter
 
 if TYPE_CHECKING:
@@ -25,28 +27,21 @@ audit_cli = typer.Typer(help="The audit log: admin actions.", no_args_is_help=Tr
 
 _AGO = re.compile(r"^(\d{1,6})([dhm])$")
 _UNITS = {"d": "days", "h": "hours", "m": "minutes"}
+_INSTANT: TypeAdapter[dt.datetime | None] = TypeAdapter(Instant)
 _HEADING = ["when (UTC)", "actor", "action", "target", "from", "detail"]
 
 
 def instant(flag: str, text: str | None, *, now: dt.datetime) -> dt.datetime | None:
-    """`7d`, `24h`, `30m` ago; an ISO date (00:00 UTC); or an ISO instant with its offset."""
+    """`7d`, `24h`, `30m` ago, or what the API takes: an ISO instant (no offset: UTC) or date."""
     if text is None:
         return None
     if ago := _AGO.match(text):
         return now - dt.timedelta(**{_UNITS[ago[2]]: int(ago[1])})
     try:
-        parsed = dt.datetime.fromisoformat(text)
-    except ValueError:
-        parsed = None
-    if parsed is not None and len(text) == 10:  # a date alone
-        return parsed.replace(tzinfo=dt.UTC)
-    if parsed is None or parsed.tzinfo is None:
-        raise ConfigurationError(
-            flag,
-            f"{text!r} is not 7d, 24h, 30m, a date (2026-11-01) or an instant with its "
-            "offset (2026-11-01T09:00:00Z)",
-        )
-    return parsed
+        return _INSTANT.validate_python(text)
+    except ValidationError as exc:
+        problem = exc.errors(include_url=False)[0]["msg"].removeprefix("Value error, ")
+        raise ConfigurationError(flag, f"{problem}, or 7d, 24h, 30m ago") from None
 
 
 def _actor(event: AdminEvent) -> str:
