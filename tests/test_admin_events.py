@@ -147,6 +147,8 @@ async def test_every_admin_action_leaves_exactly_one_event_and_no_secret(
     }
     assert by_action["key.updated"]["detail"] == {"name": "support-bot"}
     assert by_action["team.updated"]["detail"] == {"rpm": 120}
+    created_template = by_action["template.version_created"]["detail"]
+    assert (created_template["version"], created_template["active"]) == (1, True)  # the first
     assert by_action["label.moved"]["detail"]["message"] == "try it"
     assert by_action["snippet.activated"]["detail"]["version"] == 1
     assert by_action["job.replayed"]["detail"] == {"reveal": True}
@@ -287,3 +289,20 @@ async def test_the_document_describes_the_route_and_real_pages_conform(gateway: 
     validator.validate(page)
     for example in spec["components"]["schemas"]["AdminEventPage"]["examples"]:
         validator.validate(example)
+
+
+async def test_with_auth_disabled_the_actor_is_anonymous(
+    fake: FakeProviderServer, database_url: str
+) -> None:
+    settings = settings_for(
+        fake, database_url=database_url, database_auto_migrate=True, auth_disabled=True
+    )
+    async with running_app(settings) as (_, http):
+        _ok(await http.post("/v1/teams", json={"name": "ops"}), 201)
+        [event] = await _all_events(http)
+    assert (event["actor"], event["actor_key_id"], event["action"]) == (
+        "anonymous",
+        None,
+        "team.created",
+    )
+    assert event["remote_addr"] == "127.0.0.1"  # httpx's ASGI transport: the socket's address

@@ -151,7 +151,8 @@ def snippet_detail(snippet: Snippet) -> dict[str, Any]:
 
 
 def template_detail(stored: TemplateVersion) -> dict[str, Any]:
-    return {"version": stored.version, "checksum": stored.checksum}
+    """The version stored, and whether `production` now points at it (`activate`, or the first)."""
+    return {"version": stored.version, "checksum": stored.checksum, "active": stored.active}
 
 
 def key_created_detail(new: ApiKeyCreate) -> dict[str, Any]:
