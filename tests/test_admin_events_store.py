@@ -36,7 +36,12 @@ async def test_migration_0012_adds_the_log_and_takes_it_away_again(database_url:
                 text("SELECT count(*) FROM audit_events WHERE chain_seq IS NULL")
             )
         assert "audit_events" in tables
-        assert {"ix_audit_events_at", "ix_audit_events_unchained"} <= indexes
+        assert {
+            "ix_audit_events_at",
+            "ix_audit_events_action",
+            "ix_audit_events_target",
+            "ix_audit_events_unchained",
+        } <= indexes
         assert unchained == 1
         page = await events.page(EventFilter(), limit=10)
         assert [e.id for e in page.events] == [recorded.id]

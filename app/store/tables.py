@@ -370,8 +370,11 @@ class AuditEvent(Base):
     chain_seq: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
     __table_args__ = (
-        # The log's question (newest first, keyset by (at, id)), and the chainer's: unlinked rows.
+        # The log's questions (newest first, keyset by (at, id); of one action; on one target),
+        # and the chainer's: the rows not linked yet.
         Index("ix_audit_events_at", "at", "id"),
+        Index("ix_audit_events_action", "action", "at", "id"),
+        Index("ix_audit_events_target", "target", "at", "id"),
         Index(
             "ix_audit_events_unchained",
             "id",

@@ -40,6 +40,8 @@ def upgrade() -> None:
         sa.Column("chain_seq", sa.BigInteger, nullable=True),
     )
     op.create_index("ix_audit_events_at", "audit_events", ["at", "id"])
+    op.create_index("ix_audit_events_action", "audit_events", ["action", "at", "id"])
+    op.create_index("ix_audit_events_target", "audit_events", ["target", "at", "id"])
     op.create_index(
         "ix_audit_events_unchained",
         "audit_events",
@@ -51,5 +53,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_audit_events_unchained", table_name="audit_events")
+    op.drop_index("ix_audit_events_target", table_name="audit_events")
+    op.drop_index("ix_audit_events_action", table_name="audit_events")
     op.drop_index("ix_audit_events_at", table_name="audit_events")
     op.drop_table("audit_events")
