@@ -15,10 +15,12 @@ import httpx
 import jsonschema
 import pytest
 from fastapi import FastAPI
+from pydantic import SecretStr
 from sqlalchemy import select
 from structlog.testing import capture_logs
 
 from app.audit.events import SERVICE
+from app.config.settings import WebhookSettings
 from app.runtime import Runtime
 from app.store.tables import AuditEvent
 from app.store.webhooks import Settlement
@@ -306,3 +308,21 @@ async def test_with_auth_disabled_the_actor_is_anonymous(
         "team.created",
     )
     assert event["remote_addr"] == "127.0.0.1"  # httpx's ASGI transport: the socket's address
+
+
+async def test_a_test_webhook_is_recorded_without_the_receivers_url(
+    fake: FakeProviderServer, database_url: str
+) -> None:
+    url = "http://127.0.0.1:9/hook?token=receiver-secret"  # nothing listens: it stays pending
+    settings = settings_for(
+        fake,
+        database_url=database_url,
+        database_auto_migrate=True,
+        webhooks=WebhookSettings(urls=[url], secret=SecretStr("webhook-signing-secret")),
+    )
+    async with running_app(settings) as (app, http):
+        sent = _ok(await http.post("/v1/webhooks/test"), 202)
+        [event] = await _all_events(http, action="webhook.tested")
+        dump = await _table_dump(app.state.runtime)
+    assert event["detail"] == {"event_id": sent["event_id"], "urls": 1}
+    assert "receiver-secret" not in dump and "webhook-signing-secret" not in dump

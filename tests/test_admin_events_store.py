@@ -113,3 +113,35 @@ def test_bad_cli_input_is_one_line_and_exit_2(store: Path, args: list[str], says
     result = run("audit", "log", *args)
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(says) and len(result.stderr.splitlines()) == 1
+
+
+def test_template_label_and_snippet_commands_are_logged_as_the_routes_log_them(
+    store: Path, tmp_path: Path
+) -> None:
+    text = tmp_path / "reply.j2"
+    text.write_text("Hello {{ who }}", encoding="utf-8")
+    snippet = tmp_path / "tone.txt"
+    snippet.write_text("Be brief.", encoding="utf-8")
+    commands = [
+        ["templates", "create", "reply", "writer", "-f", str(text), "-v", "who"],
+        ["templates", "label", "reply", "writer", "staging", "--version", "1", "-m", "try"],
+        ["templates", "activate", "reply", "writer", "1"],
+        ["snippets", "create", "tone", "--name", "Tone", "-f", str(snippet)],
+        ["snippets", "update", "tone", "-f", str(snippet)],
+        ["snippets", "activate", "tone", "1"],
+        ["snippets", "delete", "tone"],
+    ]
+    for command in commands:
+        result = run(*command)
+        assert result.exit_code == 0, (command, result.output)
+    page = json.loads(run("audit", "log", "--json").stdout)
+    assert [(e["action"], e["target"], e["actor"]) for e in reversed(page["events"])] == [
+        ("template.version_created", "template:reply/writer", "cli"),
+        ("label.moved", "template:reply/writer@staging", "cli"),
+        ("template.activated", "template:reply/writer", "cli"),
+        ("snippet.created", "snippet:tone", "cli"),
+        ("snippet.updated", "snippet:tone", "cli"),
+        ("snippet.activated", "snippet:tone", "cli"),
+        ("snippet.deleted", "snippet:tone", "cli"),
+    ]
+    assert "Be brief" not in json.dumps(page)
