@@ -46,6 +46,7 @@
     │   ├── DeliveryNotFound           404 delivery_not_found   (no webhook delivery with that id)
     │   ├── DeliveryNotRetriable       409 delivery_not_retriable (only a failed one is retried)
     │   ├── WebhooksNotConfigured      409 webhooks_not_configured (GENAI_WEBHOOKS__URLS is empty)
+    │   ├── InvalidCursor              422 invalid_cursor       (not a next_cursor the service gave)
     │   ├── InvalidConversation        422 invalid_conversation (parts that do not fit together)
     │   ├── UnsupportedParameter       422 unsupported_parameter (would change the answer; cannot)
     │   ├── CapabilityMissing          422 capability_missing   (the model cannot do what is asked)
@@ -806,6 +807,20 @@ class DeliveryNotFound(RequestProblem):
 
     def details(self) -> dict[str, Any]:
         return {"delivery_id": self.delivery_id}
+
+
+class InvalidCursor(RequestProblem):
+    """A page cursor is opaque: only a `next_cursor` the service gave, passed back unchanged,
+    says where the next page starts."""
+
+    status_code = 422
+    error_type = "invalid_cursor"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The cursor is not one this service gave; pass `next_cursor` from the previous page "
+            "unchanged, or leave `cursor` out for the newest page."
+        )
 
 
 class DeliveryNotRetriable(RequestProblem):

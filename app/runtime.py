@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import structlog
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.audit.events import AdminEvents  # the admin event log (issue 20)
 from app.audit.redaction import Redactor
 from app.audit.replay import Replayer
 from app.audit.retention import keep_retention
@@ -54,6 +55,7 @@ from app.service import CompletionTimeouts, GenAIService, Outcomes
 from app.snippets import SnippetLibrary
 from app.store.counters import CounterRepository
 from app.store.db import Database, describe_storage_error
+from app.store.events import AdminEventRepository  # the admin event log (issue 20)
 from app.store.jobs import JobRepository
 from app.store.keys import ApiKeyRepository
 from app.store.labels import LabelRepository
@@ -148,6 +150,7 @@ class Runtime:
     webhooks: WebhookDispatcher | None  # None without GENAI_WEBHOOKS__URLS
     template_labels: TemplateLabels  # release flow: label moves, their gate and history
     pruner: JobPruner  # retention (issue 20): `genai jobs prune` and the background policy
+    admin_events: AdminEvents  # the admin event log (issue 20)
     signer: Signer | None = None  # signed envelopes (issue 20); None: signing is off
     _background: _Background = field(default_factory=_Background, repr=False, compare=False)
 
@@ -592,5 +595,6 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
         webhooks=webhooks,
         template_labels=_template_labels(settings, catalog, gate, events),
         pruner=_pruner(settings, database, proof=None),
+        admin_events=AdminEvents(AdminEventRepository(database.sessions)),
         signer=signer,
     )

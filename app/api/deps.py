@@ -15,6 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.api.disconnect import cancel_on_disconnect
 from app.api.sse import EventStreamResponse, Frames
+from app.audit.events import Actor, ActorLog, AdminEvents  # admin event log (issue 20)
 from app.audit.replay import Replayer
 from app.audit.trail import AuditTrail
 from app.auth.authenticator import Authenticator
@@ -280,3 +281,30 @@ async def get_signer(request: Request) -> Signer | None:
 
 
 SignerDep = Annotated[Signer | None, Depends(get_signer)]
+
+
+# --- the admin event log (issue 20) ---
+
+
+async def get_admin_log(request: Request, caller: CallerDep, request_id: RequestIdDep) -> ActorLog:
+    """The event log bound to this request's key, client address and user agent. The address
+    is the socket's, or the one a trusted proxy forwarded (uvicorn's proxy_headers, trusting
+    FORWARDED_ALLOW_IPS); a header from anyone else is not believed."""
+    key_id = caller.key_id if caller is not None else None
+    actor = Actor(
+        kind="key" if key_id is not None else "anonymous",
+        key_id=key_id,
+        team=caller.team if caller is not None else None,
+        remote_addr=request.client.host if request.client is not None else None,
+        user_agent=request.headers.get("user-agent"),
+        request_id=request_id,
+    )
+    return ActorLog(_runtime(request).admin_events, actor)
+
+
+async def get_admin_events(request: Request) -> AdminEvents:
+    return _runtime(request).admin_events
+
+
+AdminLogDep = Annotated[ActorLog, Depends(get_admin_log)]
+AdminEventsDep = Annotated[AdminEvents, Depends(get_admin_events)]

@@ -5,9 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Query
 
 from app.api.body import OffLoopBodyRoute
-from app.api.deps import AuditTrailDep, IsAdmin, ReplayerDep
+from app.api.deps import AdminLogDep, AuditTrailDep, IsAdmin, ReplayerDep
 from app.api.errors import error_responses
 from app.api.params import JobIdPath
+from app.audit.events import job_target
 from app.schemas import DriftReport, JobRecord, ReplayResult
 
 router = APIRouter(
@@ -34,12 +35,16 @@ async def get_job(job_id: JobIdPath, trail: AuditTrailDep) -> JobRecord:
 async def replay_job(
     job_id: JobIdPath,
     replayer: ReplayerDep,
+    admin_log: AdminLogDep,
     reveal: bool = Query(
         default=False,
         description="Return the raw prompt instead of the redacted one; logged and counted.",
     ),
 ) -> ReplayResult:
-    return await replayer.replay(job_id, reveal=reveal)
+    result = await replayer.replay(job_id, reveal=reveal)
+    # The flag, never the revealed prompt: the log says who saw the raw text, not the text.
+    await admin_log.record("job.replayed", target=job_target(job_id), detail={"reveal": reveal})
+    return result
 
 
 @router.get(

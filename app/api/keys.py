@@ -7,10 +7,11 @@ from fastapi import APIRouter, status
 from pydantic import BaseModel
 
 from app.api.body import OffLoopBodyRoute
-from app.api.deps import AuthenticatorDep, IsAdmin
+from app.api.deps import AdminLogDep, AuthenticatorDep, IsAdmin
 from app.api.errors import error_responses
 from app.api.params import KeyIdPath
 from app.api.paths import KEY_ID
+from app.audit.events import key_created_detail, key_target
 from app.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, ApiKeyUpdate
 
 router = APIRouter(
@@ -29,8 +30,14 @@ class ApiKeyList(BaseModel):
     summary="Mint a key with its limits; the response is the only time the key itself is shown",
     responses=error_responses(422),
 )
-async def create_api_key(body: ApiKeyCreate, authenticator: AuthenticatorDep) -> ApiKeyCreated:
-    return await authenticator.create(body)
+async def create_api_key(
+    body: ApiKeyCreate, authenticator: AuthenticatorDep, admin_log: AdminLogDep
+) -> ApiKeyCreated:
+    created = await authenticator.create(body)
+    await admin_log.record(
+        "key.created", target=key_target(created.id), detail=key_created_detail(body)
+    )
+    return created
 
 
 @router.get("", operation_id="listApiKeys", summary="Every key ever made (never the secrets)")
@@ -55,9 +62,11 @@ async def get_api_key(key_id: KeyIdPath, authenticator: AuthenticatorDep) -> Api
     responses=error_responses(404, 422),
 )
 async def update_api_key(
-    key_id: KeyIdPath, body: ApiKeyUpdate, authenticator: AuthenticatorDep
+    key_id: KeyIdPath, body: ApiKeyUpdate, authenticator: AuthenticatorDep, admin_log: AdminLogDep
 ) -> ApiKeyInfo:
-    return await authenticator.update(key_id, body)
+    updated = await authenticator.update(key_id, body)
+    await admin_log.record("key.updated", target=key_target(key_id), detail=body.changes())
+    return updated
 
 
 @router.delete(
@@ -66,5 +75,9 @@ async def update_api_key(
     summary="Revoke a key: it stops working at once here, within the auth cache time elsewhere",
     responses=error_responses(404),
 )
-async def revoke_api_key(key_id: KeyIdPath, authenticator: AuthenticatorDep) -> ApiKeyInfo:
-    return await authenticator.revoke(key_id)
+async def revoke_api_key(
+    key_id: KeyIdPath, authenticator: AuthenticatorDep, admin_log: AdminLogDep
+) -> ApiKeyInfo:
+    revoked = await authenticator.revoke(key_id)
+    await admin_log.record("key.revoked", target=key_target(key_id))
+    return revoked

@@ -11,8 +11,11 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel
 
+from app.audit.events import encode_cursor  # the admin event log (issue 20)
 from app.errors import GenAIError, MissingVariables
 from app.schemas import (
+    AdminEvent,
+    AdminEventPage,
     CallAttempt,
     CompletionEnvelope,
     CompletionResponse,
@@ -143,6 +146,22 @@ def _record(attempts: list[CallAttempt]) -> JobRecord:
     )
 
 
+def _admin_events() -> AdminEventPage:
+    moved = AdminEvent(
+        id="5d0c8e0f3a2b4c6d8e9f0a1b2c3d4e5f",
+        at=_AT,
+        actor="key",
+        actor_key_id="k4Fz9Qm2Lx7Pw1Rt",
+        action="label.moved",
+        target="template:support/system@production",
+        detail={"version": 4, "split": None, "message": "ship v4"},
+        remote_addr="10.0.4.17",
+        user_agent="curl/8.5.0",
+        request_id=_REQUEST_ID,
+    )
+    return AdminEventPage(events=[moved], next_cursor=encode_cursor(moved))
+
+
 def _examples() -> dict[type[BaseModel], BaseModel]:
     envelope = _envelope()
     render = RenderResult(
@@ -154,6 +173,7 @@ def _examples() -> dict[type[BaseModel], BaseModel]:
         RenderResult: render,
         JobRecord: _record(envelope.attempts),
         ErrorBody: _error(missing),
+        AdminEventPage: _admin_events(),
     }
 
 

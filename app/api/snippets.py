@@ -11,9 +11,10 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 
 from app.api.body import OffLoopBodyRoute
-from app.api.deps import CanComplete, IsAdmin, SnippetsDep
+from app.api.deps import AdminLogDep, CanComplete, IsAdmin, SnippetsDep
 from app.api.errors import error_responses
 from app.api.params import SlugPath, TagQuery, VersionPath
+from app.audit.events import snippet_detail, snippet_target
 from app.schemas import Snippet, SnippetIn, SnippetVersions
 
 router = APIRouter(prefix="/v1/snippets", tags=["snippets"], route_class=OffLoopBodyRoute)
@@ -31,8 +32,12 @@ class SnippetList(BaseModel):
     summary="Store a database snippet (it overrides a file snippet of the same identifier)",
     responses=error_responses(409, 422),
 )
-async def create_snippet(body: SnippetIn, snippets: SnippetsDep) -> Snippet:
-    return await snippets.create(body)
+async def create_snippet(body: SnippetIn, snippets: SnippetsDep, admin_log: AdminLogDep) -> Snippet:
+    created = await snippets.create(body)
+    await admin_log.record(
+        "snippet.created", target=snippet_target(created.identifier), detail=snippet_detail(created)
+    )
+    return created
 
 
 @router.get(
@@ -68,7 +73,9 @@ async def get_snippet(identifier: SlugPath, snippets: SnippetsDep) -> Snippet:
     "a database override",
     responses=error_responses(404, 409, 422),
 )
-async def update_snippet(identifier: SlugPath, body: SnippetIn, snippets: SnippetsDep) -> Snippet:
+async def update_snippet(
+    identifier: SlugPath, body: SnippetIn, snippets: SnippetsDep, admin_log: AdminLogDep
+) -> Snippet:
     if body.identifier != identifier:
         raise RequestValidationError(
             [
@@ -79,7 +86,11 @@ async def update_snippet(identifier: SlugPath, body: SnippetIn, snippets: Snippe
                 }
             ]
         )
-    return await snippets.update(identifier, body)
+    updated = await snippets.update(identifier, body)
+    await admin_log.record(
+        "snippet.updated", target=snippet_target(identifier), detail=snippet_detail(updated)
+    )
+    return updated
 
 
 @router.delete(
@@ -91,8 +102,11 @@ async def update_snippet(identifier: SlugPath, body: SnippetIn, snippets: Snippe
     "(file snippets are removed by deleting the file)",
     responses=error_responses(404),
 )
-async def delete_snippet(identifier: SlugPath, snippets: SnippetsDep) -> None:
+async def delete_snippet(
+    identifier: SlugPath, snippets: SnippetsDep, admin_log: AdminLogDep
+) -> None:
     await snippets.delete(identifier)
+    await admin_log.record("snippet.deleted", target=snippet_target(identifier))
 
 
 @router.get(
@@ -127,6 +141,10 @@ async def get_snippet_version(
     responses=error_responses(404, 409),
 )
 async def activate_snippet_version(
-    identifier: SlugPath, version: VersionPath, snippets: SnippetsDep
+    identifier: SlugPath, version: VersionPath, snippets: SnippetsDep, admin_log: AdminLogDep
 ) -> Snippet:
-    return await snippets.activate(identifier, version)
+    activated = await snippets.activate(identifier, version)
+    await admin_log.record(
+        "snippet.activated", target=snippet_target(identifier), detail=snippet_detail(activated)
+    )
+    return activated

@@ -10,6 +10,7 @@ from starlette.convertors import Convertor, register_url_convertor
 
 from app.api.body import OffLoopBodyRoute
 from app.api.deps import (
+    AdminLogDep,
     CallerDep,
     CanComplete,
     CompleterDep,
@@ -21,6 +22,7 @@ from app.api.deps import (
 )
 from app.api.errors import error_responses
 from app.api.params import SlugPath, SlugQuery, VersionPath
+from app.audit.events import template_detail, template_target
 from app.catalog.labels import author_of
 from app.catalog.templates import store_new_template
 from app.release import PatternTestRun, SuiteReport, run_pattern_suite, suite_name, version_ref
@@ -52,9 +54,19 @@ class TemplateVersionList(BaseModel):
     responses=error_responses(409, 422),
 )
 async def create_template_version(
-    body: TemplateCreate, labels: TemplateLabelsDep, renderer: RendererDep, caller: CallerDep
+    body: TemplateCreate,
+    labels: TemplateLabelsDep,
+    renderer: RendererDep,
+    caller: CallerDep,
+    admin_log: AdminLogDep,
 ) -> TemplateVersion:
-    return await store_new_template(renderer, labels, body, author=author_of(caller))
+    stored = await store_new_template(renderer, labels, body, author=author_of(caller))
+    await admin_log.record(
+        "template.version_created",
+        target=template_target(stored.name, stored.role),
+        detail=template_detail(stored),
+    )
+    return stored
 
 
 @router.get(
@@ -100,8 +112,13 @@ async def activate_template_version(
     version: VersionPath,
     labels: TemplateLabelsDep,
     caller: CallerDep,
+    admin_log: AdminLogDep,
 ) -> TemplateVersion:
-    return await labels.activate(name, role, version, author=author_of(caller))
+    activated = await labels.activate(name, role, version, author=author_of(caller))
+    await admin_log.record(
+        "template.activated", target=template_target(name, role), detail={"version": version}
+    )
+    return activated
 
 
 @router.post(
@@ -179,8 +196,13 @@ async def move_template_label(
     body: LabelMoveIn,
     labels: TemplateLabelsDep,
     caller: CallerDep,
+    admin_log: AdminLogDep,
 ) -> TemplateLabelInfo:
-    return await labels.move(name, role, label, body, author=author_of(caller))
+    moved = await labels.move(name, role, label, body, author=author_of(caller))
+    await admin_log.record(
+        "label.moved", target=template_target(name, role, label), detail=body.model_dump()
+    )
+    return moved
 
 
 @router.get(
@@ -224,7 +246,11 @@ async def delete_template_label(
     label: LabelPath,
     labels: TemplateLabelsDep,
     caller: CallerDep,
+    admin_log: AdminLogDep,
     message: Annotated[str, Query(min_length=1, max_length=2000)] = "deleted",
 ) -> Response:
     await labels.delete(name, role, label, message=message, author=author_of(caller))
+    await admin_log.record(
+        "label.deleted", target=template_target(name, role, label), detail={"message": message}
+    )
     return Response(status_code=status.HTTP_204_NO_CONTENT)

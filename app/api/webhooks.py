@@ -7,8 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from app.api.body import OffLoopBodyRoute
-from app.api.deps import DeliveriesDep, IsAdmin, WebhooksDep
+from app.api.deps import AdminLogDep, DeliveriesDep, IsAdmin, WebhooksDep
 from app.api.errors import error_responses
+from app.audit.events import delivery_target
 from app.schemas import DeliveryStatus, WebhookDeliveryInfo, WebhookDeliveryList, WebhookTestSent
 from app.webhooks.deliveries import retry_delivery, send_test_event
 
@@ -44,9 +45,18 @@ async def list_webhook_deliveries(
     responses=error_responses(404, 409, 422),
 )
 async def retry_webhook_delivery(
-    delivery_id: DeliveryIdPath, deliveries: DeliveriesDep, webhooks: WebhooksDep
+    delivery_id: DeliveryIdPath,
+    deliveries: DeliveriesDep,
+    webhooks: WebhooksDep,
+    admin_log: AdminLogDep,
 ) -> WebhookDeliveryInfo:
-    return await retry_delivery(deliveries, webhooks, delivery_id)
+    retried = await retry_delivery(deliveries, webhooks, delivery_id)
+    await admin_log.record(
+        "webhook.retried",
+        target=delivery_target(delivery_id),
+        detail={"event_type": retried.event_type},  # not the URL: it may carry a token
+    )
+    return retried
 
 
 @router.post(
@@ -56,5 +66,7 @@ async def retry_webhook_delivery(
     summary="Queue a `webhook.test` event for every configured receiver",
     responses=error_responses(409),
 )
-async def send_test_webhook(webhooks: WebhooksDep) -> WebhookTestSent:
-    return await send_test_event(webhooks)
+async def send_test_webhook(webhooks: WebhooksDep, admin_log: AdminLogDep) -> WebhookTestSent:
+    sent = await send_test_event(webhooks)
+    await admin_log.record("webhook.tested", detail={"event_id": sent.event_id, "urls": sent.urls})
+    return sent

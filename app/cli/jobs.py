@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, get_args
 import typer
 from sqlalchemy.engine import make_url
 
+from app.audit.events import CLI, job_target
 from app.cli.runner import run
 from app.config import Settings, get_settings
 from app.errors import ConfigurationError
@@ -106,7 +107,11 @@ def jobs_replay(
     """Rebuild the job's exact prompt and check every stored hash; exit 1 if one differs."""
 
     async def work(runtime: Runtime) -> ReplayResult:
-        return await runtime.replayer.replay(job_id, reveal=reveal)
+        result = await runtime.replayer.replay(job_id, reveal=reveal)
+        await runtime.admin_events.record(
+            CLI, "job.replayed", target=job_target(job_id), detail={"reveal": reveal}
+        )
+        return result
 
     result = run(work, existing_store())
     typer.echo(result.model_dump_json(indent=2))

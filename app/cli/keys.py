@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from app.audit.events import CLI, key_created_detail, key_target
 from app.auth.keys import Scope
 from app.cli.limit_flags import (
     BudgetUsdFlag,
@@ -100,7 +101,11 @@ def keys_create(
     new = ApiKeyCreate.model_validate({"scope": scope.value, "name": name, **fields})
 
     async def work(runtime: Runtime) -> ApiKeyCreated:
-        return await runtime.authenticator.create(new)
+        created = await runtime.authenticator.create(new)
+        await runtime.admin_events.record(
+            CLI, "key.created", target=key_target(created.id), detail=key_created_detail(new)
+        )
+        return created
 
     created = run(work)
     typer.echo(f"created {created.scope} key {created.id} ({created.name}); store it now:")
@@ -151,7 +156,11 @@ def keys_update(
     changes = ApiKeyUpdate.model_validate(fields)
 
     async def work(runtime: Runtime) -> ApiKeyInfo:
-        return await runtime.authenticator.update(key_id, changes)
+        updated = await runtime.authenticator.update(key_id, changes)
+        await runtime.admin_events.record(
+            CLI, "key.updated", target=key_target(key_id), detail=changes.changes()
+        )
+        return updated
 
     typer.echo(f"updated {_line(run(work))}")
 
@@ -174,7 +183,9 @@ def keys_revoke(
     """Revoke a key; running services stop accepting it within GENAI_AUTH_CACHE_SECONDS."""
 
     async def work(runtime: Runtime) -> ApiKeyInfo:
-        return await runtime.authenticator.revoke(key_id)
+        revoked = await runtime.authenticator.revoke(key_id)
+        await runtime.admin_events.record(CLI, "key.revoked", target=key_target(key_id))
+        return revoked
 
     revoked = run(work)
     typer.echo(f"revoked key {revoked.id} ({revoked.name})")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from app.audit.events import CLI, template_target
 from app.cli.runner import run
 from app.errors import ConfigurationError
 from app.schemas import LabelMoveIn, SplitShare
@@ -50,6 +51,9 @@ def templates_label(
 
     async def work(runtime: Runtime) -> str:
         moved = await runtime.template_labels.move(name, role, label, body, author=CLI_AUTHOR)
+        await runtime.admin_events.record(
+            CLI, "label.moved", target=template_target(name, role, label), detail=body.model_dump()
+        )
         return f"{name}/{role} {label} → {describe(moved.version, moved.split)}"
 
     typer.echo(run(work))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from app.audit.events import CLI, snippet_detail, snippet_target
 from app.cli.runner import run
 from app.schemas import SnippetIn
 from app.snippets.fields import normalise_tags
@@ -90,7 +91,14 @@ def snippets_activate(
     """Serve a stored version again (a rollback); it also restores a deleted snippet."""
 
     async def work(runtime: Runtime) -> str:
-        return (await runtime.snippets.activate(identifier, version)).model_dump_json(indent=2)
+        activated = await runtime.snippets.activate(identifier, version)
+        await runtime.admin_events.record(
+            CLI,
+            "snippet.activated",
+            target=snippet_target(identifier),
+            detail=snippet_detail(activated),
+        )
+        return activated.model_dump_json(indent=2)
 
     typer.echo(run(work))
 
@@ -130,7 +138,14 @@ def snippets_update(
         current = await runtime.snippets.get(identifier)
         kept = {key: getattr(current, key) for key, value in given.items() if value is None}
         new = checked.model_copy(update=kept)
-        return (await runtime.snippets.update(identifier, new)).model_dump_json(indent=2)
+        updated = await runtime.snippets.update(identifier, new)
+        await runtime.admin_events.record(
+            CLI,
+            "snippet.updated",
+            target=snippet_target(identifier),
+            detail=snippet_detail(updated),
+        )
+        return updated.model_dump_json(indent=2)
 
     typer.echo(run(work))
 
@@ -160,7 +175,14 @@ def snippets_create(
     )
 
     async def work(runtime: Runtime) -> str:
-        return (await runtime.snippets.create(new)).model_dump_json(indent=2)
+        created = await runtime.snippets.create(new)
+        await runtime.admin_events.record(
+            CLI,
+            "snippet.created",
+            target=snippet_target(identifier),
+            detail=snippet_detail(created),
+        )
+        return created.model_dump_json(indent=2)
 
     typer.echo(run(work))
 
@@ -171,6 +193,7 @@ def snippets_delete(identifier: str) -> None:
 
     async def work(runtime: Runtime) -> None:
         await runtime.snippets.delete(identifier)
+        await runtime.admin_events.record(CLI, "snippet.deleted", target=snippet_target(identifier))
 
     run(work)
     typer.echo(f"deleted {identifier}")

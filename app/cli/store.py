@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 import yaml
 
+from app.audit.events import CLI, template_detail, template_target
 from app.catalog.templates import store_new_template
 from app.cli.jobs import drift
 from app.cli.runner import run
@@ -103,6 +104,12 @@ def templates_create(
         version = await store_new_template(
             runtime.renderer, runtime.template_labels, new, author="cli"
         )
+        await runtime.admin_events.record(
+            CLI,
+            "template.version_created",
+            target=template_target(version.name, version.role),
+            detail=template_detail(version),
+        )
         return version.model_dump_json(indent=2)
 
     typer.echo(run(work))
@@ -140,6 +147,12 @@ def templates_activate(name: str, role: str, version: int) -> None:
 
     async def work(runtime: Runtime) -> str:
         activated = await runtime.template_labels.activate(name, role, version, author="cli")
+        await runtime.admin_events.record(
+            CLI,
+            "template.activated",
+            target=template_target(name, role),
+            detail={"version": version},
+        )
         return f"{activated.name}/{activated.role} v{activated.version} is active"
 
     typer.echo(run(work))

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from app.audit.events import CLI, team_target
 from app.cli.limit_flags import (
     BudgetUsdFlag,
     BudgetWindowFlag,
@@ -42,7 +43,11 @@ def teams_create(
     new = TeamCreate.model_validate({"name": name, **limits})
 
     async def work(runtime: Runtime) -> TeamInfo:
-        return await runtime.teams.add(new)
+        created = await runtime.teams.add(new)
+        await runtime.admin_events.record(
+            CLI, "team.created", target=team_target(name), detail=new.changes()
+        )
+        return created
 
     typer.echo(f"created {_line(run(work))}")
 
@@ -84,7 +89,11 @@ def teams_update(
     changes = TeamUpdate.model_validate(fields)
 
     async def work(runtime: Runtime) -> TeamInfo:
-        return await runtime.teams.update(name, changes)
+        updated = await runtime.teams.update(name, changes)
+        await runtime.admin_events.record(
+            CLI, "team.updated", target=team_target(name), detail=changes.changes()
+        )
+        return updated
 
     typer.echo(f"updated {_line(run(work))}")
 
@@ -94,7 +103,9 @@ def teams_delete(name: NameArgument) -> None:
     """Delete a team; refused while unrevoked keys belong to it."""
 
     async def work(runtime: Runtime) -> TeamInfo:
-        return await runtime.teams.delete(name)
+        deleted = await runtime.teams.delete(name)
+        await runtime.admin_events.record(CLI, "team.deleted", target=team_target(name))
+        return deleted
 
     typer.echo(f"deleted team {run(work).name}")
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
+from app.audit.events import CLI, delivery_target
 from app.cli.runner import run
 from app.schemas import WebhookDeliveryInfo
 from app.webhooks.deliveries import retry_delivery
@@ -52,6 +53,13 @@ def webhooks_retry(delivery_id: Annotated[int, typer.Argument(min=1)]) -> None:
     """Send a failed delivery again (a running server picks it up within its poll interval)."""
 
     async def work(runtime: Runtime) -> WebhookDeliveryInfo:
-        return await retry_delivery(runtime.deliveries, None, delivery_id)
+        retried = await retry_delivery(runtime.deliveries, None, delivery_id)
+        await runtime.admin_events.record(
+            CLI,
+            "webhook.retried",
+            target=delivery_target(delivery_id),
+            detail={"event_type": retried.event_type},
+        )
+        return retried
 
     typer.echo(f"pending again {_line(run(work))}")

@@ -256,3 +256,8 @@ __all__ += [
 
 # --- signed envelopes (issue 20) ---
 __all__ += ["Signature", "SigningKey", "SigningKeys"]
+
+# --- the admin event log (issue 20) ---
+from app.schemas.events import ActorKind, AdminEvent, AdminEventPage  # noqa: E402
+
+__all__ += ["ActorKind", "AdminEvent", "AdminEventPage"]

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     ForeignKey,
@@ -343,3 +344,41 @@ class LabelMove(Base):
     moved_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now)
 
     __table_args__ = (Index("ix_label_moves_template", "name", "role", "moved_at"),)
+
+
+# --- the admin event log (issue 20) ---
+
+
+class AuditEvent(Base):
+    """One admin action: who (key, team, `cli`), what (`key.created`, `label.moved`, …), on
+    what, when and from where. Rows are only ever appended; `chain_seq` is set by the audit
+    chain when it links the row (NULL until then)."""
+
+    __tablename__ = "audit_events"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now)
+    actor: Mapped[str] = mapped_column(String(16))  # key | cli | service | anonymous
+    actor_key_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    actor_team: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    action: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    detail: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    remote_addr: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    user_agent: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    request_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    chain_seq: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+
+    __table_args__ = (
+        # The log's questions (newest first, keyset by (at, id); of one action; on one target),
+        # and the chainer's: the rows not linked yet.
+        Index("ix_audit_events_at", "at", "id"),
+        Index("ix_audit_events_action", "action", "at", "id"),
+        Index("ix_audit_events_target", "target", "at", "id"),
+        Index(
+            "ix_audit_events_unchained",
+            "id",
+            sqlite_where=text("chain_seq IS NULL"),
+            postgresql_where=text("chain_seq IS NULL"),
+        ),
+    )
