@@ -173,7 +173,9 @@ class Runtime:
         if settings.retention.jobs_days is not None or not self.database.is_sqlite:
             # PostgreSQL always: its month partitions are made ahead by the same round.
             background.retention = asyncio.create_task(
-                keep_retention(self.pruner, settings.retention, background.stop_retention)
+                keep_retention(
+                    self.pruner, self.admin_events, settings.retention, background.stop_retention
+                )
             )
         if settings.pattern_reload_seconds > 0:  # pattern and snippet files, one watcher
             owners = Owners(patterns=self.patterns.refresh, snippets=self.snippets.refresh_files)

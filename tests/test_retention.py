@@ -13,10 +13,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import insert, text
 
+from app.audit.events import AdminEvents
 from app.audit.retention import retention_round
 from app.cli.jobs import prune_lines
 from app.config import RetentionSettings
+from app.schemas import AdminEvent
 from app.store.db import Database
+from app.store.events import AdminEventRepository, EventFilter
 from app.store.jobs import JobRepository
 from app.store.partitions import DEFAULT_PARTITION, month_of, partition_name
 from app.store.retention import JobPruner
@@ -166,10 +169,16 @@ async def test_the_policy_prunes_only_when_set_and_makes_partitions_ahead(
 ) -> None:
     await seed(database)
     pruner = JobPruner(database.engine, proof=None)
-    assert await retention_round(pruner, RetentionSettings()) is None  # off by default
+    events = AdminEvents(AdminEventRepository(database.sessions))
+    assert await retention_round(pruner, events, RetentionSettings()) is None  # off by default
     assert await job_ids(database) == set(JOBS)
-    report = await retention_round(pruner, RetentionSettings(jobs_days=30, partitions_ahead=5))
+    report = await retention_round(
+        pruner, events, RetentionSettings(jobs_days=30, partitions_ahead=5)
+    )
     assert report is not None and await job_ids(database) == KEPT
+    [event] = await pruned_events(database)
+    assert (event.actor, event.target) == ("service", "jobs")
+    assert event.detail["jobs_pruned"] == report.jobs_pruned
     if not database.is_sqlite:
         month = month_of(NOW)
         for _ in range(5):
@@ -388,6 +397,11 @@ def cli_db(tmp_path: Path, cli_env: Callable[..., None], database_url: str) -> D
     return Database(database_url)
 
 
+async def pruned_events(database: Database) -> list[AdminEvent]:
+    events = AdminEvents(AdminEventRepository(database.sessions))
+    return (await events.page(EventFilter(action="retention.pruned"), limit=10)).events
+
+
 def _ids(database: Database) -> set[str]:
     async def read() -> set[str]:
         try:
@@ -407,6 +421,15 @@ def test_cli_zero_days_prunes_every_finished_job_and_reports_it(cli_db: Database
     assert done.exit_code == 0, done.output
     assert done.stdout.startswith("pruned 5 finished jobs created before")
     assert _ids(cli_db) == {"old-pending", "fresh-pending"}
+
+    async def recorded() -> list[AdminEvent]:
+        try:
+            return await pruned_events(cli_db)
+        finally:
+            await cli_db.aclose()
+
+    [event] = asyncio.run(recorded())  # the dry run recorded nothing
+    assert (event.actor, event.detail["jobs_pruned"]) == ("cli", 5)
 
 
 @pytest.mark.parametrize("duration", ["90", "90 days", "-1d", "1.5d", "d"])

@@ -12,6 +12,7 @@ import datetime as dt
 
 import structlog
 
+from app.audit.events import SERVICE, Actor, AdminEvents
 from app.config import RetentionSettings
 from app.errors import GenAIError
 from app.store.retention import JobPruner, PruneReport
@@ -24,14 +25,35 @@ def cutoff_for(days: int, *, now: dt.datetime | None = None) -> dt.datetime:
     return (now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=days)
 
 
-async def retention_round(pruner: JobPruner, settings: RetentionSettings) -> PruneReport | None:
+async def prune_recorded(
+    pruner: JobPruner,
+    events: AdminEvents,
+    actor: Actor,
+    cutoff: dt.datetime,
+    *,
+    dry_run: bool = False,
+    vacuum: bool = False,
+) -> PruneReport:
+    """A prune, recorded in the admin event log as `retention.pruned` (a dry run changes
+    nothing, so it records nothing): the one way the CLI and the policy prune."""
+    report = await pruner.prune(cutoff, dry_run=dry_run, vacuum=vacuum)
+    if not dry_run:
+        await events.record(
+            actor, "retention.pruned", target="jobs", detail=report.model_dump(mode="json")
+        )
+    return report
+
+
+async def retention_round(
+    pruner: JobPruner, events: AdminEvents, settings: RetentionSettings
+) -> PruneReport | None:
     """One round: this month's and the next months' partitions, then the prune if one is set.
     A store that is down is logged and waited out: the next round tries again."""
     try:
         await pruner.partitions.ensure(now=dt.datetime.now(dt.UTC), ahead=settings.partitions_ahead)
         if settings.jobs_days is None:
             return None
-        return await pruner.prune(cutoff_for(settings.jobs_days))
+        return await prune_recorded(pruner, events, SERVICE, cutoff_for(settings.jobs_days))
     except GenAIError as exc:
         log.warning("retention_round_failed", error_type=exc.error_type, error=str(exc))
         return None
@@ -41,10 +63,10 @@ async def retention_round(pruner: JobPruner, settings: RetentionSettings) -> Pru
 
 
 async def keep_retention(
-    pruner: JobPruner, settings: RetentionSettings, stop: asyncio.Event
+    pruner: JobPruner, events: AdminEvents, settings: RetentionSettings, stop: asyncio.Event
 ) -> None:
     """A round at start, then one every interval until `stop` (never cancelled mid-round)."""
     while not stop.is_set():
-        await retention_round(pruner, settings)
+        await retention_round(pruner, events, settings)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), settings.interval_seconds)

@@ -165,12 +165,15 @@ def jobs_prune(
 ) -> None:
     """Delete finished jobs older than the age (pending ones stay), after a signed checkpoint
     of the audit chain; PostgreSQL drops whole month partitions."""
-    from app.audit.retention import cutoff_for
+    from app.audit.events import CLI
+    from app.audit.retention import cutoff_for, prune_recorded
 
     cutoff = cutoff_for(days_in(older_than))
 
     async def work(runtime: Runtime) -> PruneReport:
-        return await runtime.pruner.prune(cutoff, dry_run=dry_run, vacuum=vacuum)
+        return await prune_recorded(
+            runtime.pruner, runtime.admin_events, CLI, cutoff, dry_run=dry_run, vacuum=vacuum
+        )
 
     report = run(work, existing_store())
     if as_json:

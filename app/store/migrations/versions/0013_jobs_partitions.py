@@ -1,7 +1,7 @@
 """Jobs partitioned by month on PostgreSQL, so retention drops whole partitions (issue 20).
 
 Revision ID: 0013
-Revises: 0010
+Revises: 0012
 Create Date: 2026-11-27
 
 PostgreSQL only (SQLite prunes with batched deletes): `jobs` becomes a table partitioned by
@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0013"
-down_revision = "0010"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 
