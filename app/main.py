@@ -10,6 +10,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from app import __version__
 from app.api import (
+    audit_chain,  # the audit chain (issue 20)
     chat,
     completions,
     health,
@@ -70,6 +71,7 @@ OPENAPI_TAGS = [
     },
     {"name": "webhooks", "description": "Release events sent to receivers: the delivery log."},
     {"name": "provenance", "description": "The public keys that verify signed envelopes (open)."},
+    {"name": "audit", "description": "The tamper-evident audit chain (admin)."},
 ]
 
 
@@ -96,6 +98,7 @@ API_MODULES = (
     health,
     webhooks,
     provenance,  # signed envelopes (issue 20)
+    audit_chain,  # the audit chain (issue 20)
 )
 
 

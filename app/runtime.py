@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import structlog
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.audit.chain import ChainVerifier
+from app.audit.chainer import Chainer, chainer_from_settings, verifier_from_settings
 from app.audit.redaction import Redactor
 from app.audit.replay import Replayer
 from app.audit.trail import AuditTrail
@@ -50,6 +52,7 @@ from app.routing.prices import PriceTable
 from app.schemas import ModelParams
 from app.service import CompletionTimeouts, GenAIService, Outcomes
 from app.snippets import SnippetLibrary
+from app.store.chain import ChainRepository
 from app.store.counters import CounterRepository
 from app.store.db import Database, describe_storage_error
 from app.store.jobs import JobRepository
@@ -143,6 +146,8 @@ class Runtime:
     webhooks: WebhookDispatcher | None  # None without GENAI_WEBHOOKS__URLS
     template_labels: TemplateLabels  # release flow: label moves, their gate and history
     signer: Signer | None = None  # signed envelopes (issue 20); None: signing is off
+    chain: ChainVerifier | None = None  # the audit chain (issue 20): what verify walks
+    chainer: Chainer | None = None  # None with GENAI_AUDIT__CHAIN_ENABLED=false
     _background: _Background = field(default_factory=_Background, repr=False, compare=False)
 
     async def start(self) -> None:
@@ -175,6 +180,8 @@ class Runtime:
         )
         if self.webhooks is not None:
             self.webhooks.start()
+        if self.chainer is not None:
+            self.chainer.start()
         background.serving = True
 
     @property
@@ -199,6 +206,8 @@ class Runtime:
             await background.watcher.aclose()
         if self.webhooks is not None:  # between two rounds, then its HTTP client
             await self.webhooks.aclose()
+        if self.chainer is not None:
+            await self.chainer.stop()
 
     async def aclose(self) -> None:
         """Stop the background work, then drain queued audit writes first: a clean stop loses
@@ -207,6 +216,8 @@ class Runtime:
         try:
             await self.quotas.drain()  # settlements in flight reach the counters
             await self.writer.aclose()
+            if self.chainer is not None and self._background.serving:
+                await self.chainer.finish()  # what the writer drained, linked and signed
         finally:
             await self.quotas.aclose()
             self.renderer.close()
@@ -539,6 +550,7 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
     )
     quotas = _quotas(settings, database, prices)
     gate = PatternTestGate(preparer=preparer, templates=catalog.templates)
+    chain = ChainRepository(database.sessions, postgres=not database.is_sqlite)
     replayer = Replayer(
         reader=store.audit.reader,
         preparer=preparer,
@@ -572,4 +584,6 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
         webhooks=webhooks,
         template_labels=_template_labels(settings, catalog, gate, events),
         signer=signer,
+        chain=verifier_from_settings(settings, chain, signer),
+        chainer=chainer_from_settings(settings, chain, signer),
     )
