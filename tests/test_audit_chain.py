@@ -50,7 +50,7 @@ def _pending(job_id: str, created_at: dt.datetime, prompt: str) -> PendingJob:
         model="gpt-4o-mini",
         # Keys JSONB reorders (longer after shorter), a float, unicode: all must hash alike.
         params={"temperature": 0.1, "top_p": 1.0, "zz": {"b": 2, "a": [1.5, "é"]}},
-        prompt_redacted={"system": "be brief", "messages": [{"role": "user", "text": prompt}]},
+        prompt_redacted={"system": "be brief", "messages": [{"role": "user", "content": prompt}]},
         redaction_map={},
         snippet_ids=[],
         replay_inputs=b"\x00\x01secret\xff",
@@ -149,7 +149,7 @@ async def test_a_range_is_verified_alone_and_a_bound_says_where_to_continue(chai
 async def test_an_edited_prompt_is_reported_at_its_entry(chain: Chain) -> None:
     await chain.sql(
         "UPDATE jobs SET prompt_redacted = :prompt WHERE id = 'job00006'",
-        prompt=json.dumps({"system": "be brief", "messages": [{"role": "user", "text": "x"}]}),
+        prompt=json.dumps({"system": "be brief", "messages": [{"role": "user", "content": "x"}]}),
     )
     problem = (await chain.verifier.verify()).problem
     assert problem is not None

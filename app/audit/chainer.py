@@ -109,9 +109,12 @@ def chainer_from_settings(
 
 def verifier_from_settings(
     settings: Settings, chain: ChainRepository, signer: Signer | None
-) -> ChainVerifier:
+) -> ChainVerifier | None:
     """Checkpoints verify against the signing keys (current and rotated-out); with signing
-    off there are none, and unsigned checkpoints are all there is."""
+    off there are none, and unsigned checkpoints are all there is. None with the chain off:
+    every record would look inserted behind the service's back."""
+    if not settings.audit.chain_enabled:
+        return None
     return ChainVerifier(
         chain,
         ring=signer.ring if signer is not None else None,
