@@ -83,7 +83,7 @@ async def test_a_stop_links_the_last_records_and_signs_the_head(
 ) -> None:
     # A loop too slow to run during the test: only the stop can have linked the record.
     settings = _settings(fake, database_url, chain_seconds=60)
-    async with running_app(settings) as (app, admin):
+    async with running_app(settings) as (_app, admin):
         assert (await admin.post("/v1/completions", json=RENDER)).status_code == 200
     database = Database(database_url)
     try:
