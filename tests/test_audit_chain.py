@@ -367,3 +367,58 @@ def test_genai_audit_verify_refuses_a_bad_range_with_exit_2(cli_env: Any, tmp_pa
     backwards = run_cli("audit", "verify", "--from", "5", "--to", "2")
     assert backwards.exit_code == 2 and "--to: must not be below --from (5)" in backwards.output
     assert run_cli("audit", "verify", "--from", "0").exit_code == 2
+
+
+# --- a second source: how the admin events join the chain ----------------------------------
+
+
+async def test_a_second_source_is_one_registration_and_shares_the_one_sequence(
+    database: Database,
+) -> None:
+    from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table
+
+    from app.store.chain import JOB_SOURCE, ChainSource
+    from app.store.tables import UTCDateTime
+
+    events = Table(  # the shape the admin events table has: id, at, …, chain_seq
+        "chain_test_events",
+        MetaData(),
+        Column("id", Integer, primary_key=True),
+        Column("at", UTCDateTime(), nullable=False),
+        Column("action", String(64), nullable=False),
+        Column("chain_seq", BigInteger, nullable=True),
+    )
+    async with database.engine.begin() as connection:
+        await connection.run_sync(events.metadata.create_all)
+        await connection.execute(
+            events.insert(),
+            [
+                {
+                    "id": 1,
+                    "at": LONG_AGO + dt.timedelta(seconds=1, milliseconds=700),
+                    "action": "a",
+                },
+                {"id": 2, "at": LONG_AGO + dt.timedelta(seconds=30), "action": "b"},
+            ],
+        )
+    await _jobs(database, 3)  # finished at 0.5 s, 1.5 s, 2.5 s
+    source = ChainSource(kind="event", table=events, order_by="at", record_at="at")
+    repo = ChainRepository(
+        database.sessions, postgres=not database.is_sqlite, sources=(JOB_SOURCE, source)
+    )
+    assert (await repo.append(limit=500)).entries == 5
+    entries = await repo.entries(after=0, until=5, limit=10)
+    order = [(e.kind, e.ref) for e in entries]
+    assert order == [
+        ("job", "job00000"),
+        ("job", "job00001"),
+        ("event", "1"),
+        ("job", "job00002"),
+        ("event", "2"),
+    ]
+    verifier = ChainVerifier(repo, ring=None, unchained_grace_seconds=60)
+    assert (await verifier.verify()).ok
+    async with database.engine.begin() as connection:
+        await connection.execute(text("UPDATE chain_test_events SET action = 'z' WHERE id = 2"))
+    problem = (await verifier.verify()).problem
+    assert problem is not None and (problem.kind, problem.seq, problem.ref) == ("edited", 5, "2")

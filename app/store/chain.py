@@ -172,7 +172,9 @@ class ChainRepository:
                 .limit(limit)
             )
             for row in (await session.execute(query)).mappings():
-                order = (row[source.order_by], source.kind, str(row["id"]))
+                # A finished row without its moment (written by hand) sorts by its creation.
+                moment = row[source.order_by] or row[source.record_at]
+                order = (moment, source.kind, str(row["id"]))
                 pending.append(_Pending(order=order, source=source, row=dict(row)))
         pending.sort(key=lambda item: item.order)
         return pending[:limit]
@@ -314,8 +316,9 @@ class ChainRepository:
     async def records(self, kind: str, refs: Sequence[str]) -> dict[str, Mapping[str, Any]]:
         """The referenced rows of one source as stored, by id (missing ones are absent)."""
         table = self.sources[kind].table
+        as_key = table.c.id.type.python_type  # refs are text; an integer id compares as one
         async with self._sessions() as session:
-            rows = await session.execute(select(table).where(table.c.id.in_(list(refs))))
+            rows = await session.execute(select(table).where(table.c.id.in_(map(as_key, refs))))
             return {str(row["id"]): dict(row) for row in rows.mappings()}
 
     @store_seam
