@@ -47,6 +47,7 @@
     │   ├── DeliveryNotRetriable       409 delivery_not_retriable (only a failed one is retried)
     │   ├── WebhooksNotConfigured      409 webhooks_not_configured (GENAI_WEBHOOKS__URLS is empty)
     │   ├── InvalidCursor              422 invalid_cursor       (not a next_cursor the service gave)
+    │   ├── AuditChainDisabled         409 audit_chain_disabled (GENAI_AUDIT__CHAIN_ENABLED=false)
     │   ├── InvalidConversation        422 invalid_conversation (parts that do not fit together)
     │   ├── UnsupportedParameter       422 unsupported_parameter (would change the answer; cannot)
     │   ├── CapabilityMissing          422 capability_missing   (the model cannot do what is asked)
@@ -849,6 +850,17 @@ class WebhooksNotConfigured(RequestProblem):
         super().__init__(
             "No webhook receiver is configured: set GENAI_WEBHOOKS__URLS and "
             "GENAI_WEBHOOKS__SECRET."
+        )
+
+
+class AuditChainDisabled(RequestProblem):
+    status_code = 409
+    error_type = "audit_chain_disabled"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The audit chain is off (GENAI_AUDIT__CHAIN_ENABLED=false): there is nothing to "
+            "verify; turn it on to chain every finished job."
         )
 
 

@@ -10,6 +10,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from app import __version__
 from app.api import (
+    audit_chain,  # the audit chain (issue 20)
     audit_events,  # the admin event log (issue 20)
     chat,
     completions,
@@ -71,7 +72,11 @@ OPENAPI_TAGS = [
     },
     {"name": "webhooks", "description": "Release events sent to receivers: the delivery log."},
     {"name": "provenance", "description": "The public keys that verify signed envelopes (open)."},
-    {"name": "audit", "description": "The admin event log: who did what, when, from where."},
+    {
+        "name": "audit",
+        "description": "The admin event log (who did what, when, from where) and the "
+        "tamper-evident audit chain's verification (admin).",
+    },
 ]
 
 
@@ -99,6 +104,7 @@ API_MODULES = (
     webhooks,
     provenance,  # signed envelopes (issue 20)
     audit_events,  # the admin event log (issue 20)
+    audit_chain,  # the audit chain (issue 20)
 )
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import structlog
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.audit.chain import ChainVerifier
+from app.audit.chainer import Chainer, chainer_from_settings, verifier_from_settings
 from app.audit.events import AdminEvents  # the admin event log (issue 20)
 from app.audit.redaction import Redactor
 from app.audit.replay import Replayer
@@ -53,6 +55,7 @@ from app.routing.prices import PriceTable
 from app.schemas import ModelParams
 from app.service import CompletionTimeouts, GenAIService, Outcomes
 from app.snippets import SnippetLibrary
+from app.store.chain import ChainRepository
 from app.store.counters import CounterRepository
 from app.store.db import Database, describe_storage_error
 from app.store.events import AdminEventRepository  # the admin event log (issue 20)
@@ -152,6 +155,8 @@ class Runtime:
     pruner: JobPruner  # retention (issue 20): `genai jobs prune` and the background policy
     admin_events: AdminEvents  # the admin event log (issue 20)
     signer: Signer | None = None  # signed envelopes (issue 20); None: signing is off
+    chain: ChainVerifier | None = None  # the audit chain (issue 20): what verify walks
+    chainer: Chainer | None = None  # None with GENAI_AUDIT__CHAIN_ENABLED=false
     _background: _Background = field(default_factory=_Background, repr=False, compare=False)
 
     async def start(self) -> None:
@@ -191,6 +196,8 @@ class Runtime:
         )
         if self.webhooks is not None:
             self.webhooks.start()
+        if self.chainer is not None:
+            self.chainer.start()
         background.serving = True
 
     @property
@@ -218,6 +225,8 @@ class Runtime:
             await background.watcher.aclose()
         if self.webhooks is not None:  # between two rounds, then its HTTP client
             await self.webhooks.aclose()
+        if self.chainer is not None:
+            await self.chainer.stop()
 
     async def aclose(self) -> None:
         """Stop the background work, then drain queued audit writes first: a clean stop loses
@@ -226,6 +235,8 @@ class Runtime:
         try:
             await self.quotas.drain()  # settlements in flight reach the counters
             await self.writer.aclose()
+            if self.chainer is not None and self._background.serving:
+                await self.chainer.finish()  # what the writer drained, linked and signed
         finally:
             await self.quotas.aclose()
             self.renderer.close()
@@ -524,8 +535,8 @@ def _service(
 
 
 def _pruner(settings: Settings, database: Database, *, proof: ProofKeeper | None) -> JobPruner:
-    """Retention's one seam to the audit chain: `proof` signs a checkpoint before any prune
-    (None until the chain is wired: then a prune leaves no checkpoint)."""
+    """Retention's one seam to the audit chain: `proof` (the chainer) links what is finished
+    and signs a checkpoint before any prune (None with the chain off: no checkpoint)."""
     return JobPruner(database.engine, proof=proof, batch_size=settings.retention.batch_size)
 
 
@@ -564,6 +575,8 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
     )
     quotas = _quotas(settings, database, prices)
     gate = PatternTestGate(preparer=preparer, templates=catalog.templates)
+    chain = ChainRepository(database.sessions, postgres=not database.is_sqlite)
+    chainer = chainer_from_settings(settings, chain, signer)
     replayer = Replayer(
         reader=store.audit.reader,
         preparer=preparer,
@@ -596,7 +609,9 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
         deliveries=deliveries,
         webhooks=webhooks,
         template_labels=_template_labels(settings, catalog, gate, events),
-        pruner=_pruner(settings, database, proof=None),
+        pruner=_pruner(settings, database, proof=chainer),
         admin_events=AdminEvents(AdminEventRepository(database.sessions)),
         signer=signer,
+        chain=verifier_from_settings(settings, chain, signer),
+        chainer=chainer,
     )

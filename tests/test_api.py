@@ -498,6 +498,7 @@ async def test_openapi_has_stable_operation_ids_and_examples(client: httpx.Async
         "deleteTemplateLabel",
         "testPattern",  # pattern tests (issue 19, tests/test_pattern_tests_api.py)
         "listSigningKeys",  # signed envelopes (issue 20, tests/test_signing.py)
+        "verifyAuditChain",  # the audit chain (issue 20, tests/test_audit_chain_http.py)
     }
     assert spec["components"]["schemas"]["RenderRequest"]["examples"]
     completion = spec["paths"]["/v1/completions"]["post"]

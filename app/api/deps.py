@@ -15,6 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.api.disconnect import cancel_on_disconnect
 from app.api.sse import EventStreamResponse, Frames
+from app.audit.chain import ChainVerifier  # the audit chain (issue 20)
 from app.audit.events import Actor, ActorLog, AdminEvents  # admin event log (issue 20)
 from app.audit.replay import Replayer
 from app.audit.trail import AuditTrail
@@ -25,6 +26,7 @@ from app.catalog import PatternCatalog
 from app.catalog.labels import TemplateLabels
 from app.catalog.renderer import TemplateRenderer
 from app.config import Settings
+from app.errors import AuditChainDisabled
 from app.observability.metrics import Metrics
 from app.observability.readiness import AuditBacklog, Readiness
 from app.providers.registry import ProviderRegistry
@@ -83,6 +85,13 @@ async def get_teams(request: Request) -> TeamRepository:
 
 async def get_deliveries(request: Request) -> DeliveryRepository:  # webhooks
     return _runtime(request).deliveries
+
+
+async def get_chain(request: Request) -> ChainVerifier:  # the audit chain (issue 20)
+    chain = _runtime(request).chain
+    if chain is None:
+        raise AuditChainDisabled()
+    return chain
 
 
 async def get_webhooks(request: Request) -> WebhookDispatcher | None:  # webhooks
@@ -238,6 +247,7 @@ ProvidersDep = Annotated[ProviderRegistry, Depends(get_providers)]
 DeliveriesDep = Annotated[DeliveryRepository, Depends(get_deliveries)]  # webhooks
 WebhooksDep = Annotated[WebhookDispatcher | None, Depends(get_webhooks)]  # webhooks
 EventsDep = Annotated[EventSink, Depends(get_events)]  # webhooks
+ChainDep = Annotated[ChainVerifier, Depends(get_chain)]  # the audit chain (issue 20)
 CanComplete = require(Scope.complete)
 IsAdmin = require(Scope.admin)
 

@@ -1,5 +1,10 @@
-"""`genai audit log`: the admin event log, newest first: who did what, to what, when, from
-where; a table for people, `--json` for scripts (the `GET /v1/audit/events` page)."""
+"""`genai audit`: the admin event log (`log`: who did what, to what, when, from where; a table
+for people, `--json` for scripts, as `GET /v1/audit/events` pages it) and the tamper-evident
+audit chain (`verify`, `checkpoint`; issue 20).
+
+Exit codes of verify: 0 the chain verifies; 1 it does not (one line naming the first problem,
+its kind, entry and record; the whole report with --json); 2 bad input.
+"""
 
 from __future__ import annotations
 
@@ -16,14 +21,17 @@ from app.audit.events import decode_cursor
 from app.cli.jobs import existing_store
 from app.cli.runner import run
 from app.errors import ConfigurationError, InvalidCursor
-from app.schemas import AdminEvent, AdminEventPage
+from app.schemas import AdminEvent, AdminEventPage, ChainReport
 from app.schemas.usage import Instant
 from app.store.events import EventFilter
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
 
-audit_cli = typer.Typer(help="The audit log: admin actions.", no_args_is_help=True)
+audit_cli = typer.Typer(
+    help="The audit log of admin actions, and the audit chain: verify it, sign its head.",
+    no_args_is_help=True,
+)
 
 _AGO = re.compile(r"^(\d{1,6})([dhm])$")
 _UNITS = {"d": "days", "h": "hours", "m": "minutes"}
@@ -120,3 +128,68 @@ def audit_log(
         return
     for text in event_table(page):
         typer.echo(text)
+
+
+def _chain_off() -> ConfigurationError:
+    return ConfigurationError("GENAI_AUDIT__CHAIN_ENABLED", "is false: there is no audit chain")
+
+
+def _summary(report: ChainReport) -> str:
+    counts = (
+        f"{report.entries_checked} entries ({report.from_seq}..{report.to_seq}), "
+        f"{report.checkpoints_checked} checkpoints"
+        + (f" ({report.unsigned_checkpoints} unsigned)" if report.unsigned_checkpoints else "")
+        + (f", {report.pruned} pruned" if report.pruned else "")
+    )
+    problem = report.problem
+    if problem is None:
+        more = f"; more from {report.next_from}" if report.next_from is not None else ""
+        return f"ok: {counts}{more}"
+    where = " ".join(
+        part
+        for part in (
+            f"at seq {problem.seq}" if problem.seq is not None else "",
+            f"ref {problem.ref}" if problem.ref is not None else "",
+        )
+        if part
+    )
+    return f"{problem.kind} {where}: {problem.detail} (checked {counts})"
+
+
+@audit_cli.command("verify")
+def audit_verify(
+    from_seq: Annotated[int, typer.Option("--from", min=1, help="First entry to check.")] = 1,
+    to_seq: Annotated[
+        int | None, typer.Option("--to", min=1, help="Last entry to check (default: the head).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The whole report as JSON.")] = False,
+) -> None:
+    """Walk the chain and name the first entry edited, deleted, inserted or reordered, and a
+    tail cut since the last checkpoint: exit 0 ok, 1 a problem, 2 bad input."""
+    if to_seq is not None and to_seq < from_seq:
+        raise ConfigurationError("--to", f"must not be below --from ({from_seq})")
+
+    async def work(runtime: Runtime) -> ChainReport:
+        if runtime.chain is None:
+            raise _chain_off()
+        return await runtime.chain.verify(from_seq, to_seq)
+
+    report = run(work, existing_store())
+    typer.echo(report.model_dump_json(indent=2) if as_json else _summary(report))
+    if not report.ok:
+        raise typer.Exit(code=1)
+
+
+@audit_cli.command("checkpoint")
+def audit_checkpoint() -> None:
+    """Link what is finished, then sign the chain head now (reason `manual`)."""
+
+    async def work(runtime: Runtime) -> str:
+        if runtime.chainer is None:
+            raise _chain_off()
+        await runtime.chainer.run_once(wait=True)
+        checkpoint = await runtime.chainer.checkpoint("manual")
+        signed = f"signed by {checkpoint.kid}" if checkpoint.kid else "unsigned (signing is off)"
+        return f"checkpoint at seq {checkpoint.seq}: {checkpoint.head_sha256} {signed}"
+
+    typer.echo(run(work, existing_store()))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from app.cli.audit import audit_cli  # the admin event log (issue 20)
+from app.cli.audit import audit_cli  # the admin event log and the audit chain (issue 20)
 from app.cli.jobs import drift, jobs_cli
 from app.cli.keys import keys_cli
 from app.cli.labels import templates_label, templates_labels
@@ -43,7 +43,7 @@ templates_cli.command("label")(templates_label)
 templates_cli.command("labels")(templates_labels)
 templates_cli.command("test")(templates_test)
 cli.add_typer(provenance_cli, name="provenance")  # signed envelopes (issue 20)
-cli.add_typer(audit_cli, name="audit")  # the admin event log (issue 20)
+cli.add_typer(audit_cli, name="audit")  # the admin event log and the audit chain (issue 20)
 cli.command("verify")(verify)
 
 

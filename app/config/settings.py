@@ -218,6 +218,43 @@ class AuditSettings(BaseModel):
     stuck_after_seconds: float = Field(
         default=30.0, gt=0, description="/readyz reports a backlog that has not drained this long."
     )
+    chain_enabled: bool = Field(
+        default=True,
+        description="Link every finished job into the tamper-evident audit chain (a background "
+        'chainer on every replica; docs/provenance-and-audit.md, "The audit chain").',
+    )
+    chain_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="How often the chainer links finished records: the window in which a "
+        "record is not yet protected.",
+    )
+    chain_batch: int = Field(
+        default=100,
+        ge=1,
+        le=10_000,
+        description="Max records linked per chainer transaction (on SQLite a step holds the one "
+        "connection requests also write through: ~15 ms at 100).",
+    )
+    checkpoint_every: int = Field(
+        default=1000, ge=1, description="Sign the chain head after this many new entries."
+    )
+    checkpoint_seconds: float = Field(
+        default=300.0, gt=0, description="…or after this many seconds with new entries."
+    )
+    unchained_grace_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="Verify reports a finished record not chained this long after it finished "
+        "as inserted behind the service's back.",
+    )
+    verify_max_entries: int = Field(
+        default=100_000,
+        ge=1,
+        description="Max entries one GET /v1/audit/verify checks; the report's next_from "
+        "continues.",
+    )
 
 
 class QuotaSettings(BaseModel):

@@ -13,6 +13,7 @@ One module per audience, all re-exported here (`from app.schemas import X`):
     keys.py          API keys and teams: scopes, budgets, rate limits, allowlists, spend
     usage.py         usage and cost over a window, grouped: UsageQuery, UsageReport
     errors.py        the one error body: ErrorBody, ErrorInfo, FieldProblem
+    chain.py         the audit chain as verified: ChainReport, ChainProblem
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from app.schemas.base import (
     is_snippet_label,
     unsafe_input,
 )
+from app.schemas.chain import ChainProblem, ChainProblemKind, ChainReport
 from app.schemas.conversation import (
     CacheControl,
     ImagePart,
@@ -261,3 +263,4 @@ __all__ += ["Signature", "SigningKey", "SigningKeys"]
 from app.schemas.events import ActorKind, AdminEvent, AdminEventPage  # noqa: E402
 
 __all__ += ["ActorKind", "AdminEvent", "AdminEventPage"]
+__all__ += ["ChainProblem", "ChainProblemKind", "ChainReport"]

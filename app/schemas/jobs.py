@@ -115,6 +115,11 @@ class JobRecord(FrozenModel):
     )
     key_id: str | None = Field(default=None, description="The calling key's public id.")
     team: str | None = Field(default=None, description="The calling key's team.")
+    chain_seq: int | None = Field(
+        default=None,
+        description="Its entry in the tamper-evident audit chain; null until the chainer links "
+        "it (about a second after it finished).",
+    )
     template_label: str | None = Field(
         default=None,
         description="The template label that chose `template_version` (a canary's version "

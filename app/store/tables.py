@@ -173,6 +173,8 @@ class Job(Base):
     output_attempts: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
     # Fields whose NUL or lone-surrogate characters were escaped so the backend would take them.
     escaped_fields: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
+    # Its entry in the audit chain (app/store/chain.py); null until the chainer links it.
+    chain_seq: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
     __table_args__ = (
         # Usage by key or team over a time range (GET /v1/usage, budgets' reconciliation).
@@ -183,7 +185,47 @@ class Job(Base):
         # jobs, bench/RESULTS.md). Led by created_at, it also serves what the plain created_at
         # index did (newest jobs, stale sweeps). Key columns, not INCLUDE: SQLite has none.
         Index("ix_jobs_usage", *USAGE_INDEX_COLUMNS),
+        # What the chainer reads: only the few rows not linked yet, oldest outcome first.
+        Index(
+            "ix_jobs_unchained",
+            "completed_at",
+            "id",
+            sqlite_where=text("chain_seq IS NULL"),
+            postgresql_where=text("chain_seq IS NULL"),
+        ),
     )
+
+
+class AuditChainEntry(Base):
+    """One link of the audit chain: commits to its record's content and to the previous link."""
+
+    __tablename__ = "audit_chain"
+
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    kind: Mapped[str] = mapped_column(String(16))  # job | event
+    ref: Mapped[str] = mapped_column(String(64))
+    record_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+    content_sha256: Mapped[str] = mapped_column(String(71))
+    prev_sha256: Mapped[str] = mapped_column(String(71))
+    entry_sha256: Mapped[str] = mapped_column(String(71), index=True)
+    chained_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now)
+
+
+class AuditCheckpoint(Base):
+    """A signed statement of the chain head: what a cut tail or a prune is measured against."""
+
+    __tablename__ = "audit_checkpoints"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    seq: Mapped[int] = mapped_column(BigInteger, index=True)
+    head_sha256: Mapped[str] = mapped_column(String(71))
+    signed_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+    reason: Mapped[str] = mapped_column(String(32))  # periodic | prune | shutdown | manual
+    detail: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    # Null with signing off: the checkpoint is stored unsigned and reported so.
+    kid: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    alg: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    signature: Mapped[str | None] = mapped_column(String(128), nullable=True)
 
 
 _LIVE = text("live")  # outside the class: its `text` column shadows sqlalchemy's text()

@@ -178,6 +178,16 @@ class KeyRing:
         except (ValueError, InvalidSignature):
             raise VerificationFailed("signature does not match") from None
 
+    def verify_bytes(self, *, kid: str, data: bytes, value: str) -> None:
+        """Other signed claims (the audit chain's checkpoints); raises VerificationFailed."""
+        key = self.keys.get(kid)
+        if key is None:
+            raise VerificationFailed(f"unknown key id {kid!r}")
+        try:
+            key.verify(from_b64url(value), data)
+        except (ValueError, InvalidSignature):
+            raise VerificationFailed("signature does not match") from None
+
 
 class Signer:
     """Signs with the current key; verifies with it and the previous (rotated-out) ones."""
@@ -204,6 +214,10 @@ class Signer:
         provenance = envelope.provenance.model_dump(mode="json")
         claims = claims_bytes(signature=unsigned, job_id=envelope.job_id, provenance=provenance)
         return Signature.model_validate({**unsigned, "value": b64url(self._key.sign(claims))})
+
+    def sign_bytes(self, data: bytes) -> str:
+        """base64url of Ed25519(data) with the current key (the audit chain's checkpoints)."""
+        return b64url(self._key.sign(data))
 
     def signed(
         self, envelope: CompletionEnvelope, *, now: dt.datetime | None = None

@@ -1,7 +1,7 @@
 """The admin event log: who did what to keys, teams, templates, labels, snippets and jobs.
 
 Revision ID: 0012
-Revises: 0010
+Revises: 0011
 Create Date: 2026-11-27
 
 Rows are only ever appended (app/audit/events.py). `chain_seq` stays NULL until the audit chain
@@ -13,7 +13,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision = "0012"
-down_revision = "0010"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
