@@ -306,10 +306,9 @@ async def test_migration_partitions_the_rows_an_earlier_release_wrote_and_goes_b
         "now": (NOW, "failed"),
     }
     try:
-        await database.migrate("0010")
+        await database.migrate("0012")
         await seed(database, old)
-        async with database.engine.begin() as conn:  # what 0011 (the audit chain) adds
-            await conn.execute(text("ALTER TABLE jobs ADD COLUMN chain_seq bigint"))
+        async with database.engine.begin() as conn:  # a column 0011 added; a unique index
             await conn.execute(text("UPDATE jobs SET chain_seq = 7 WHERE id = 'jan'"))
             await conn.execute(
                 text(
@@ -327,7 +326,7 @@ async def test_migration_partitions_the_rows_an_earlier_release_wrote_and_goes_b
         repo = JobRepository(database.sessions, database.lane)
         stored = await repo.get("jan")
         await repo.insert(_pending_row("after"))
-        await database.downgrade("0010")
+        await database.downgrade("0012")
         down = await _shape(database)
         await database.migrate()
         again = await _shape(database)
