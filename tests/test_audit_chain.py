@@ -340,9 +340,13 @@ async def test_genai_audit_verify_exits_0_clean_and_1_with_the_problem_located(
     finally:
         await database.aclose()
     cli_env(GENAI_DATABASE_URL=database_url, GENAI_DATA_DIR=str(data_dir))
+    signed = await asyncio.to_thread(run_cli, "audit", "checkpoint")
+    assert signed.exit_code == 0, signed.output
+    assert signed.output.startswith("checkpoint at seq 4: sha256:")
+    assert f"signed by {signer.kid}" in signed.output
     clean = await asyncio.to_thread(run_cli, "audit", "verify")
     assert clean.exit_code == 0, clean.output
-    assert clean.output.startswith("ok: 4 entries (1..4), 1 checkpoints")
+    assert clean.output.startswith("ok: 4 entries (1..4), 2 checkpoints")
 
     database = Database(database_url)
     try:

@@ -29,8 +29,8 @@ async def test_a_started_runtime_runs_its_background_work_until_it_is_closed(
         built = asyncio.all_tasks() - before  # the audit writer's own
         await runtime.start()
         started = asyncio.all_tasks() - before - built
-        # Saving keys' last use, the stale-job checks, the pattern file watcher.
-        assert len(started) == 3
+        # Saving keys' last use, the stale-job checks, the pattern file watcher, the chainer.
+        assert len(started) == 4
         assert not any(task.done() for task in started)
         await runtime.aclose()
     assert all(task.done() for task in built | started)

@@ -78,7 +78,7 @@ class Chainer:
                 await asyncio.wait_for(self._stop.wait(), self._every)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._loop())
+        self._task = asyncio.create_task(self._loop(), name="audit-chainer")
 
     async def stop(self) -> None:
         """Between two steps, never inside one."""
