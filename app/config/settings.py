@@ -224,18 +224,19 @@ class AuditSettings(BaseModel):
         'chainer on every replica; docs/provenance-and-audit.md, "The audit chain").',
     )
     chain_seconds: float = Field(
-        default=1.0,
+        default=0.1,
         gt=0,
         le=60,
         description="How often the chainer links finished records: the window in which a "
         "record is not yet protected.",
     )
     chain_batch: int = Field(
-        default=100,
+        default=20,
         ge=1,
         le=10_000,
-        description="Max records linked per chainer transaction (on SQLite a step holds the one "
-        "connection requests also write through: ~15 ms at 100).",
+        description="Max records linked per chainer transaction. Small steps often, not big ones "
+        "seldom: a step's hashing runs on the event loop, and 100-record steps once a second "
+        "put +126 ms on the c=1 p99 of requests (bench/RESULTS.md).",
     )
     checkpoint_every: int = Field(
         default=1000, ge=1, description="Sign the chain head after this many new entries."
