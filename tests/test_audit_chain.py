@@ -8,10 +8,11 @@ import asyncio
 import datetime as dt
 import itertools
 import json
+import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -49,7 +50,7 @@ def _pending(job_id: str, created_at: dt.datetime, prompt: str) -> PendingJob:
         provider="openai",
         model="gpt-4o-mini",
         # Keys JSONB reorders (longer after shorter), a float, unicode: all must hash alike.
-        params={"temperature": 0.1, "top_p": 1.0, "zz": {"b": 2, "a": [1.5, "é"]}},
+        params=cast(Any, {"temperature": 0.1, "top_p": 1.0, "zz": {"b": 2, "a": [1.5, "é"]}}),
         prompt_redacted={"system": "be brief", "messages": [{"role": "user", "content": prompt}]},
         redaction_map={},
         snippet_ids=[],
@@ -135,6 +136,33 @@ async def test_a_clean_chain_links_every_finished_job_once_in_order(chain: Chain
     jobs = JobRepository(chain.database.sessions, chain.database.lane)
     await jobs.insert(_pending("pending1", LONG_AGO, "still running"))
     assert (await chain.repo.append(limit=500)).entries == 0
+
+
+async def test_on_sqlite_a_background_step_skips_while_another_writer_holds_the_lock(
+    database: Database,
+) -> None:
+    """Waiting for the write lock would hold the pool's one connection that requests read
+    through (a read answered 503 behind a chainer step); a step at the shutdown waits."""
+    if not database.is_sqlite:
+        pytest.skip("PostgreSQL chainers take an advisory lock of their own (tested above)")
+
+    async def busy_timeout() -> int:
+        async with database.engine.connect() as connection:
+            return int(await connection.scalar(text("PRAGMA busy_timeout")) or 0)
+
+    built = _chain(database, Signer(Ed25519PrivateKey.generate()))
+    await _jobs(database, 3)
+    configured = await busy_timeout()
+    other = sqlite3.connect(str(database.engine.url.database), isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another writer holds the single write lock
+        skipped = await built.repo.append(limit=10)
+        assert skipped.skipped and skipped.entries == 0
+        assert await busy_timeout() == configured > 0  # the connection got its timeout back
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert (await built.repo.append(limit=10)).entries == 3
 
 
 async def test_a_range_is_verified_alone_and_a_bound_says_where_to_continue(chain: Chain) -> None:

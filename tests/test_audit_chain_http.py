@@ -120,9 +120,7 @@ async def test_migration_0011_adds_the_chain_to_a_store_with_jobs_and_takes_it_a
         await database.downgrade("0010")
         async with database.engine.connect() as conn:
             ids = (await conn.execute(text("SELECT id FROM jobs"))).scalars().all()
-            tables = await conn.run_sync(
-                lambda sync: sync.dialect.get_table_names(sync)  # type: ignore[no-any-return]
-            )
+            tables = await conn.run_sync(lambda sync: sync.dialect.get_table_names(sync))
         await database.migrate()
         assert await database.schema_is_current()
     finally:

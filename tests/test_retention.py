@@ -9,6 +9,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import insert, text
@@ -346,7 +347,7 @@ async def test_migration_partitions_the_rows_an_earlier_release_wrote_and_goes_b
     assert again["kind"] == "p" and set(again["rows"]) == {"jan", "jun", "now", "after"}
 
 
-async def _shape(database: Database) -> dict[str, object]:
+async def _shape(database: Database) -> dict[str, Any]:
     async with database.engine.connect() as conn:
         kind = await conn.scalar(text("SELECT relkind::text FROM pg_class WHERE relname = 'jobs'"))
         pk = await conn.scalar(

@@ -11,12 +11,14 @@ refuses a second entry for one place, so even a lost lock costs a retried step, 
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, bindparam, func, insert, select, update
+from sqlalchemy import ColumnElement, Table, bindparam, func, insert, select, text, update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.store.db import store_seam
@@ -32,6 +34,10 @@ from app.tracking.signing import ALG, Signer
 
 # pg_advisory_xact_lock key of the chainer ("genaicha"): taken by chainers only, never requests.
 CHAIN_LOCK_KEY = 0x67656E6169636861
+
+
+# How long a background chainer step on SQLite waits for the write lock before skipping a round.
+QUICK_BUSY_MS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +143,10 @@ class _Pending:
     row: Mapping[str, Any] = field(repr=False)
 
 
+def _content_hashes(records: Sequence[_Pending]) -> list[str]:
+    return [content_sha256(record.row) for record in records]
+
+
 class ChainRepository:
     """Appends to the chain and reads it back; SQLite and PostgreSQL differ only in the lock."""
 
@@ -196,51 +206,82 @@ class ChainRepository:
     ) -> Appended:
         """One chainer step in one transaction: up to `limit` records linked after the head,
         and a checkpoint when `policy` says one is due. `wait=False` skips the step while
-        another replica's chainer holds the lock (it is linking the same records)."""
-        async with self._sessions() as session, session.begin():
-            if not await self._lock(session, wait=wait):
-                return Appended(entries=0, skipped=True)
-            head = await self._head(session)
-            records = await self._unchained(session, limit)
-            now = dt.datetime.now(dt.UTC)
-            entries: list[dict[str, Any]] = []
-            links: dict[str, list[dict[str, Any]]] = {}
-            for record in records:
-                source, row = record.source, record.row
-                seq, ref = head.seq + 1, str(row["id"])
-                entry = {
-                    "seq": seq,
-                    "kind": source.kind,
-                    "ref": ref,
-                    "record_at": row[source.record_at],
-                    "content_sha256": content_sha256(row),
-                    "prev_sha256": head.sha256,
-                }
-                digest = entry_sha256(
-                    seq=seq,
-                    kind=source.kind,
-                    ref=ref,
-                    record_at=entry["record_at"],
-                    content=entry["content_sha256"],
-                    prev=head.sha256,
-                )
-                entries.append({**entry, "entry_sha256": digest, "chained_at": now})
-                links.setdefault(source.kind, []).append({"ref_": row["id"], "seq_": seq})
-                head = Head(seq=seq, sha256=digest)
-            if entries:
-                await session.execute(insert(AuditChainEntry), entries)
-            for kind, rows in links.items():
-                table = self.sources[kind].table
-                link = (
-                    update(table)
-                    .where(table.c.id == bindparam("ref_"))
-                    .values({CHAIN_COLUMN: bindparam("seq_")})
-                )
-                await session.execute(link, rows)
-            checkpoint = None
-            if policy is not None and policy.due(head, await self._last(session), now):
-                checkpoint = await self._checkpoint(session, head, "periodic", {}, signer, now)
-            return Appended(entries=len(entries), checkpoint=checkpoint)
+        another replica's chainer holds the lock (it is linking the same records), and on
+        SQLite when the write lock stays taken for QUICK_BUSY_MS: a background step waits no
+        longer, because waiting holds the pool's one connection that requests read through
+        (the service's own busy timeout is 0.5 s; a request's write takes a few ms)."""
+        quick = not self._postgres and not wait
+        async with self._sessions() as session:
+            busy_ms = None
+            try:
+                async with session.begin():
+                    if quick:
+                        busy_ms = int(await session.scalar(text("PRAGMA busy_timeout")) or 0)
+                        await session.execute(text(f"PRAGMA busy_timeout = {QUICK_BUSY_MS}"))
+                    return await self._step(session, limit, policy, signer, wait=wait)
+            except OperationalError as exc:
+                if quick and "locked" in str(exc.orig):
+                    return Appended(entries=0, skipped=True)
+                raise
+            finally:
+                if busy_ms is not None:  # back to the pool with the service's own timeout
+                    await session.execute(text(f"PRAGMA busy_timeout = {busy_ms}"))
+
+    async def _step(
+        self,
+        session: AsyncSession,
+        limit: int,
+        policy: CheckpointPolicy | None,
+        signer: Signer | None,
+        *,
+        wait: bool,
+    ) -> Appended:
+        if not await self._lock(session, wait=wait):
+            return Appended(entries=0, skipped=True)
+        head = await self._head(session)
+        records = await self._unchained(session, limit)
+        # The records' canonical JSON and hashes are most of a step's CPU: in a thread, so
+        # requests keep the event loop meanwhile (the step's reads took no write lock).
+        contents = await asyncio.to_thread(_content_hashes, records)
+        now = dt.datetime.now(dt.UTC)
+        entries: list[dict[str, Any]] = []
+        links: dict[str, list[dict[str, Any]]] = {}
+        for record, content in zip(records, contents, strict=True):
+            source, row = record.source, record.row
+            seq, ref = head.seq + 1, str(row["id"])
+            entry = {
+                "seq": seq,
+                "kind": source.kind,
+                "ref": ref,
+                "record_at": row[source.record_at],
+                "content_sha256": content,
+                "prev_sha256": head.sha256,
+            }
+            digest = entry_sha256(
+                seq=seq,
+                kind=source.kind,
+                ref=ref,
+                record_at=entry["record_at"],
+                content=entry["content_sha256"],
+                prev=head.sha256,
+            )
+            entries.append({**entry, "entry_sha256": digest, "chained_at": now})
+            links.setdefault(source.kind, []).append({"ref_": row["id"], "seq_": seq})
+            head = Head(seq=seq, sha256=digest)
+        if entries:
+            await session.execute(insert(AuditChainEntry), entries)
+        for kind, rows in links.items():
+            table = self.sources[kind].table
+            link = (
+                update(table)
+                .where(table.c.id == bindparam("ref_"))
+                .values({CHAIN_COLUMN: bindparam("seq_")})
+            )
+            await session.execute(link, rows)
+        checkpoint = None
+        if policy is not None and policy.due(head, await self._last(session), now):
+            checkpoint = await self._checkpoint(session, head, "periodic", {}, signer, now)
+        return Appended(entries=len(entries), checkpoint=checkpoint)
 
     @store_seam
     async def checkpoint(
