@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -17,6 +18,7 @@ from app.cli.main import cli
 from app.config import AnthropicSettings, OllamaSettings, OpenAISettings, Settings, UpstreamSettings
 from app.main import create_app
 from app.schemas import ApiKeyCreate
+from app.store.records import PendingJob
 from tests.fakes.provider_server import FakeProviderServer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -111,3 +113,28 @@ async def serve_app(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
 def run_cli(*args: str) -> Result:
     """`genai ARGS…` in-process; pair it with the `cli_env` fixture."""
     return CliRunner().invoke(cli, list(args))
+
+
+def pending_job(job_id: str, created_at: dt.datetime | None = None, **fields: Any) -> PendingJob:
+    """A pending audit record with plain values (now, pattern `note`); `fields` override any."""
+    values: dict[str, Any] = {
+        "id": job_id,
+        "request_id": None,
+        "created_at": created_at or dt.datetime.now(dt.UTC),
+        "source_kind": "pattern",
+        "source_name": "note",
+        "source_base_path": "patterns",
+        "template_id": None,
+        "template_role": None,
+        "template_version": None,
+        "pattern_content_hash": "sha256:x",
+        "variables_hash": "sha256:x",
+        "user_prompt_hash": "sha256:x",
+        "provider": "openai",
+        "model": "m",
+        "params": {},
+        "prompt_redacted": {"system": "", "messages": []},
+        "redaction_map": {},
+        "snippet_ids": [],
+    }
+    return PendingJob(**{**values, **fields})

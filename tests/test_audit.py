@@ -489,9 +489,9 @@ async def test_every_field_of_a_completion_is_made_storable_lone_surrogates_incl
     jobs = JobRepository(database.sessions, database.lane)
     writer = AuditWriter(jobs, flush_seconds=3600, batch_size=10)
     trail = AuditTrail(jobs=jobs, writer=writer, redactor=Redactor(b"k"), vault=None)
-    from tests.test_audit_writer import _pending_row
+    from tests.support import pending_job
 
-    await jobs.insert(_pending_row("j1"))
+    await jobs.insert(pending_job("j1"))
     reply = ProviderReply(
         text="lone \ud800 and nul \x00",
         finish_reason="stop",
@@ -515,16 +515,16 @@ async def test_every_field_of_a_completion_is_made_storable_lone_surrogates_incl
 async def test_pending_rows_left_by_a_crash_are_interrupted_at_start_up_but_fresh_ones_not(
     fake: FakeProviderServer, database_url: str, pattern_root: Path, tmp_path: Path
 ) -> None:
-    from tests.test_audit_writer import _pending_row
+    from tests.support import pending_job
 
     settings = audit_settings(fake, database_url, pattern_root, tmp_path)
     database = Database(database_url)
     await database.migrate()
     jobs = JobRepository(database.sessions, database.lane)
     too_old = dt.timedelta(seconds=settings.stale_pending_after_seconds + 60)
-    await jobs.insert(_pending_row("a" * 32, dt.datetime.now(dt.UTC) - too_old))
+    await jobs.insert(pending_job("a" * 32, dt.datetime.now(dt.UTC) - too_old))
     # Still within the longest a request can live: another replica may be completing it.
-    await jobs.insert(_pending_row("b" * 32, dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)))
+    await jobs.insert(pending_job("b" * 32, dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)))
     await database.aclose()
     async with serve_app(settings) as http:
         old = (await http.get(f"/v1/jobs/{'a' * 32}")).json()

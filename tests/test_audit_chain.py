@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -27,33 +27,20 @@ from app.store.records import JobOutcome, PendingJob
 from app.store.signing_keys import load_signer
 from app.tracking.chain import GENESIS, content_sha256, entry_sha256
 from app.tracking.signing import KeyRing, Signer
-from tests.support import run_cli
+from tests.support import pending_job, run_cli
 
 LONG_AGO = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def _pending(job_id: str, created_at: dt.datetime, prompt: str) -> PendingJob:
-    return PendingJob(
-        id=job_id,
+    return pending_job(
+        job_id,
+        created_at,
         request_id=f"req-{job_id}",
-        created_at=created_at,
-        source_kind="pattern",
-        source_name="note",
-        source_base_path="patterns",
-        template_id=None,
-        template_role=None,
-        template_version=None,
-        pattern_content_hash="sha256:" + "0" * 64,
-        variables_hash="sha256:" + "1" * 64,
-        user_prompt_hash="sha256:" + "2" * 64,
-        continuation_hash=None,
-        provider="openai",
         model="gpt-4o-mini",
         # Keys JSONB reorders (longer after shorter), a float, unicode: all must hash alike.
-        params=cast(Any, {"temperature": 0.1, "top_p": 1.0, "zz": {"b": 2, "a": [1.5, "é"]}}),
+        params={"temperature": 0.1, "top_p": 1.0, "zz": {"b": 2, "a": [1.5, "é"]}},
         prompt_redacted={"system": "be brief", "messages": [{"role": "user", "content": prompt}]},
-        redaction_map={},
-        snippet_ids=[],
         replay_inputs=b"\x00\x01secret\xff",
     )
 

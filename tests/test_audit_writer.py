@@ -24,6 +24,7 @@ from app.store.jobs import JobRepository
 from app.store.records import JobOutcome, PendingJob
 from app.store.tables import Job
 from app.store.writer import AuditWriter
+from tests.support import pending_job
 
 
 class FlakyJobs:
@@ -91,30 +92,6 @@ async def test_the_background_loop_retries_until_the_store_recovers_and_close_dr
 # --- on the real backends: a refused record, a stop mid-flush, a stop with the store down ----
 
 
-def _pending_row(job_id: str, created_at: dt.datetime | None = None, **fields: Any) -> PendingJob:
-    values: dict[str, Any] = {
-        "id": job_id,
-        "request_id": None,
-        "created_at": created_at or dt.datetime.now(dt.UTC),
-        "source_kind": "pattern",
-        "source_name": "note",
-        "source_base_path": "patterns",
-        "template_id": None,
-        "template_role": None,
-        "template_version": None,
-        "pattern_content_hash": "sha256:x",
-        "variables_hash": "sha256:x",
-        "user_prompt_hash": "sha256:x",
-        "provider": "openai",
-        "model": "m",
-        "params": {},
-        "prompt_redacted": {"system": "", "messages": []},
-        "redaction_map": {},
-        "snippet_ids": [],
-    }
-    return PendingJob(**{**values, **fields})
-
-
 def _completion(job_id: str, text: str) -> JobOutcome:
     call = CallAttempt(provider="openai", model=text, outcome="completed", duration_ms=1.0)
     return _outcome(job_id, response_redacted=text, attempts=(call,))
@@ -126,7 +103,7 @@ async def _store(database_url: str, *ids: str) -> AsyncIterator[Database]:
     await database.migrate()
     jobs = JobRepository(database.sessions, database.lane)
     for job_id in ids:
-        await jobs.insert(_pending_row(job_id))
+        await jobs.insert(pending_job(job_id))
     try:
         yield database
     finally:
@@ -280,8 +257,8 @@ async def test_stale_pending_rows_are_interrupted_and_fresh_ones_left_alone(
 ) -> None:
     async with _store(database_url) as database:
         jobs = JobRepository(database.sessions, database.lane)
-        await jobs.insert(_pending_row("old", dt.datetime.now(dt.UTC) - dt.timedelta(hours=2)))
-        await jobs.insert(_pending_row("fresh"))
+        await jobs.insert(pending_job("old", dt.datetime.now(dt.UTC) - dt.timedelta(hours=2)))
+        await jobs.insert(pending_job("fresh"))
         count = await jobs.interrupt_pending(
             created_before=dt.datetime.now(dt.UTC) - dt.timedelta(hours=1), message="stopped"
         )
@@ -316,7 +293,7 @@ async def test_concurrent_pending_records_share_one_transaction(database_url: st
         jobs = _CountingJobs(database)
         writer = AuditWriter(jobs, flush_seconds=3600, batch_size=200)
         writer.start()
-        await asyncio.gather(*(writer.insert(_pending_row(job_id)) for job_id in ids))
+        await asyncio.gather(*(writer.insert(pending_job(job_id)) for job_id in ids))
         await writer.aclose()
         statuses = await _statuses(database)
     assert jobs.insert_batches == [20]
@@ -331,7 +308,7 @@ async def test_a_pending_record_the_backend_refuses_fails_only_its_own_request(
         jobs = _CountingJobs(database)
         writer = AuditWriter(jobs, flush_seconds=3600, batch_size=200)
         # Raw, past the escaping AuditTrail applies: a lone surrogate no driver can encode.
-        rows = [_pending_row(i, source_name="bad\ud800" if i == "job3" else "ok") for i in ids]
+        rows = [pending_job(i, source_name="bad\ud800" if i == "job3" else "ok") for i in ids]
         results = await asyncio.gather(
             *(writer.insert(row) for row in rows), return_exceptions=True
         )
@@ -352,7 +329,7 @@ async def test_with_the_store_down_every_waiting_insert_fails_with_store_unavail
         )
         await _rename_jobs(database_url, "jobs", "jobs_away")
         results = await asyncio.gather(
-            *(writer.insert(_pending_row(f"job{i}")) for i in range(5)), return_exceptions=True
+            *(writer.insert(pending_job(f"job{i}")) for i in range(5)), return_exceptions=True
         )
         await writer.aclose()
     assert all(isinstance(result, StoreUnavailable) for result in results)
@@ -365,7 +342,7 @@ async def test_an_outcome_waits_for_its_insert_and_is_dropped_if_the_insert_fail
         jobs = _CountingJobs(database)
         jobs.hold = asyncio.Event()
         writer = AuditWriter(jobs, flush_seconds=3600, batch_size=10)
-        record = _pending_row("job0")
+        record = pending_job("job0")
         durable = writer.insert(record)
         writer.submit(_completion("job0", "early answer"))  # the UPDATE must not overtake
         await jobs.inserting.wait()  # the insert is under way
@@ -397,7 +374,7 @@ async def test_the_repository_returns_typed_records_not_rows(database_url: str) 
 
     async with _store(database_url, "job0", "job1") as database:
         jobs = JobRepository(database.sessions, database.lane)
-        await jobs.insert(_pending_row("job2", replay_inputs=b"sealed", source_name="other"))
+        await jobs.insert(pending_job("job2", replay_inputs=b"sealed", source_name="other"))
         stored = await jobs.get("job2")
         sources = await jobs.sources(10)
         missing = await jobs.get("nope")
@@ -413,7 +390,7 @@ async def test_the_repository_returns_typed_records_not_rows(database_url: str) 
 
 
 def test_made_storable_escapes_refused_characters_and_lists_the_fields() -> None:
-    pending = _pending_row("j", source_name="a\x00b", params={"stop": ["\ud800"]})
+    pending = pending_job("j", source_name="a\x00b", params={"stop": ["\ud800"]})
     stored = pending.made_storable()
     assert stored.source_name == "a\\u0000b" and stored.params == {"stop": ["\\ud800"]}
     assert stored.escaped_fields == ("params", "source_name")

@@ -25,8 +25,7 @@ from app.store.jobs import JobRepository
 from app.store.partitions import DEFAULT_PARTITION, month_of, partition_name
 from app.store.retention import JobPruner
 from app.store.tables import WebhookDelivery
-from tests.support import run_cli, serve_app, settings_for
-from tests.test_audit_writer import _pending_row
+from tests.support import pending_job, run_cli, serve_app, settings_for
 
 NOW = dt.datetime.now(dt.UTC)
 CUTOFF = NOW - dt.timedelta(days=30)
@@ -52,7 +51,7 @@ DELIVERIES = [
 
 async def seed(database: Database, jobs: dict[str, tuple[dt.datetime, str]] = JOBS) -> None:
     repo = JobRepository(database.sessions, database.lane)
-    await repo.insert_many([_pending_row(job_id, created) for job_id, (created, _) in jobs.items()])
+    await repo.insert_many([pending_job(job_id, created) for job_id, (created, _) in jobs.items()])
     async with database.engine.begin() as conn:
         for job_id, (_, status) in jobs.items():
             await conn.execute(
@@ -326,7 +325,7 @@ async def test_migration_partitions_the_rows_an_earlier_release_wrote_and_goes_b
         info = await _shape(database)
         repo = JobRepository(database.sessions, database.lane)
         stored = await repo.get("jan")
-        await repo.insert(_pending_row("after"))
+        await repo.insert(pending_job("after"))
         await database.downgrade("0012")
         down = await _shape(database)
         await database.migrate()

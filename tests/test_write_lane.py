@@ -16,31 +16,11 @@ from app.store.db import Database
 from app.store.jobs import JobRepository, record_refused
 from app.store.lane import HeldConnectionLane, PooledLane
 from app.store.records import JobOutcome, PendingJob
+from tests.support import pending_job
 
 
 def _pending(job_id: str) -> PendingJob:
-    return PendingJob(
-        id=job_id,
-        request_id=None,
-        created_at=dt.datetime.now(dt.UTC),
-        source_kind="pattern",
-        source_name="summarize",
-        source_base_path="patterns",
-        template_id=None,
-        template_role=None,
-        template_version=None,
-        pattern_content_hash="sha256:" + "0" * 64,
-        variables_hash="sha256:" + "1" * 64,
-        user_prompt_hash="sha256:" + "2" * 64,
-        continuation_hash=None,
-        provider="openai",
-        model="gpt-4o-mini",
-        params={},
-        prompt_redacted={"system": "s", "messages": []},
-        redaction_map={},
-        snippet_ids=[],
-        replay_inputs=None,
-    )
+    return pending_job(job_id, model="gpt-4o-mini")
 
 
 async def _ids(database: Database) -> list[str]:
