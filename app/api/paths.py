@@ -18,17 +18,21 @@ MESSAGES = "/messages"
 SHED_PATHS = frozenset({V1 + COMPLETIONS, V1 + CHAT_COMPLETIONS, V1 + MESSAGES})
 
 
-class _KeyIdConvertor(Convertor[str]):
-    """A key's public id (16 hex digits) as a path segment: `/v1/keys/me` then never matches a
-    key route, so a method `me` lacks is answered 405, not 422 as a malformed id."""
-
-    regex = "[0-9a-f]{16}"
+class _Verbatim(Convertor[str]):
+    """A path segment taken as it is; a subclass says which by its `regex`."""
 
     def convert(self, value: str) -> str:
         return value
 
     def to_string(self, value: str) -> str:
         return value
+
+
+class _KeyIdConvertor(_Verbatim):
+    """A key's public id (16 hex digits) as a path segment: `/v1/keys/me` then never matches a
+    key route, so a method `me` lacks is answered 405, not 422 as a malformed id."""
+
+    regex = "[0-9a-f]{16}"
 
 
 # Registered once, where the paths are declared, before any router is built.
@@ -39,18 +43,12 @@ KEY_ID = "/{key_id:key_id}"
 PATTERN_TEST_SUFFIX = "/test"
 
 
-class _PatternNameConvertor(Convertor[str]):
+class _PatternNameConvertor(_Verbatim):
     """A pattern's name, slashes allowed (`email/reply`), but never one ending in `/test`: so
     `/v1/patterns/email/reply/test` is only the test route, and its `Allow` names only POST.
     (A pattern named `x/test` is still listed, rendered and tested; only GET of it is lost.)"""
 
     regex = r"(?!.*/test$).+"
-
-    def convert(self, value: str) -> str:
-        return value
-
-    def to_string(self, value: str) -> str:
-        return value
 
 
 register_url_convertor("pattern_name", _PatternNameConvertor())
