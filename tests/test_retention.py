@@ -439,3 +439,13 @@ def test_cli_refuses_a_duration_that_is_not_days_in_one_line(
     assert result.exit_code == 2
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("genai: --older-than:") and "90d" in line
+
+
+def test_cli_and_setting_refuse_a_retention_before_year_one(cli_env: Callable[..., None]) -> None:
+    """999999 days back has no date: one line and exit 2, not an OverflowError's traceback."""
+    result = run_cli("jobs", "prune", "--older-than", "999999d")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "genai: --older-than: is at most 36500d (100 years)"
+    with pytest.raises(ValueError, match="jobs_days"):
+        RetentionSettings(jobs_days=36_501)
+    assert RetentionSettings(jobs_days=36_500).jobs_days == 36_500

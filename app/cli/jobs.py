@@ -11,7 +11,7 @@ from sqlalchemy.engine import make_url
 
 from app.audit.events import CLI, job_target
 from app.cli.runner import run
-from app.config import Settings, get_settings
+from app.config import MAX_RETENTION_DAYS, Settings, get_settings
 from app.errors import ConfigurationError
 from app.schemas import DriftReport, JobRecord, JobStatus, ReplayResult
 from app.store.db import DATABASE_URL_SETTING
@@ -123,13 +123,16 @@ _DAYS = re.compile(r"^(\d{1,6})d$")
 
 
 def days_in(duration: str) -> int:
-    """`90d` → 90; anything else is one operator line (exit 2)."""
+    """`90d` → 90; anything else, or more than MAX_RETENTION_DAYS, is one operator line (exit 2)."""
     found = _DAYS.match(duration.strip())
     if found is None:
         raise ConfigurationError(
             "--older-than", f"{duration!r} is not a number of days; write e.g. 90d (0d: all)"
         )
-    return int(found[1])
+    days = int(found[1])
+    if days > MAX_RETENTION_DAYS:
+        raise ConfigurationError("--older-than", f"is at most {MAX_RETENTION_DAYS}d (100 years)")
+    return days
 
 
 def prune_lines(report: PruneReport) -> list[str]:

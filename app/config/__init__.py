@@ -4,6 +4,7 @@
 from app.config.prices import LongContextPrice, ModelPrice, TokenRates
 from app.config.settings import (
     BUILTIN_PROVIDERS,
+    MAX_RETENTION_DAYS,
     TASK_MODEL_ENV_PREFIX,
     AnthropicSettings,
     AuditSettings,
@@ -25,6 +26,7 @@ from app.config.settings import (
 
 __all__ = [
     "BUILTIN_PROVIDERS",
+    "MAX_RETENTION_DAYS",
     "TASK_MODEL_ENV_PREFIX",
     "AnthropicSettings",
     "AuditSettings",

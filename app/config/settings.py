@@ -356,6 +356,11 @@ class SigningSettings(BaseModel):
     )
 
 
+MAX_RETENTION_DAYS = 36_500
+"""A hundred years: the longest retention there is (a cut-off further back than year 1 has no
+date, and keeping everything is leaving retention unset)."""
+
+
 class RetentionSettings(BaseModel):
     """How long finished jobs are kept (issue 20): pruned by month partitions on PostgreSQL,
     batched deletes on SQLite, after a signed checkpoint of the audit chain."""
@@ -363,6 +368,7 @@ class RetentionSettings(BaseModel):
     jobs_days: int | None = Field(
         default=None,
         ge=0,
+        le=MAX_RETENTION_DAYS,
         description="Prune finished jobs (and settled webhook deliveries) older than this many "
         "days, every interval; unset: keep everything.",
     )
