@@ -32,6 +32,7 @@ from app.api.openapi import GatewayAPI
 from app.api.responses import GatewayJSONResponse
 from app.catalog import PatternCatalog
 from app.config import Settings, get_settings
+from app.console.router import install_console
 from app.middleware.auth import AuthMiddleware
 from app.middleware.body_limit import BodyLimitMiddleware
 from app.middleware.request_context import RequestContextMiddleware
@@ -141,6 +142,8 @@ def create_app(
     _add_middleware(app, settings)
     for module in API_MODULES:
         app.include_router(module.router)
+    if settings.console.enabled:
+        install_console(app)  # outermost of the middleware: its headers cover every answer
     return app
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 from dataclasses import dataclass, field
 
 import structlog
@@ -25,6 +26,7 @@ from app.audit.trail import AuditTrail
 from app.auth.authenticator import Authenticator
 from app.auth.banner import warn_auth_disabled
 from app.auth.first_key import issue_first_admin_key
+from app.auth.sessions import ConsoleSessions
 from app.cache import ResponseCache, build_cache
 from app.catalog import PatternCatalog
 from app.catalog.chat import CHAT_SOURCE
@@ -56,6 +58,7 @@ from app.schemas import ModelParams
 from app.service import CompletionTimeouts, GenAIService, Outcomes
 from app.snippets import SnippetLibrary
 from app.store.chain import ChainRepository
+from app.store.console_sessions import ConsoleSessionRepository
 from app.store.counters import CounterRepository
 from app.store.db import Database, describe_storage_error
 from app.store.events import AdminEventRepository  # the admin event log (issue 20)
@@ -157,6 +160,7 @@ class Runtime:
     signer: Signer | None = None  # signed envelopes (issue 20); None: signing is off
     chain: ChainVerifier | None = None  # the audit chain (issue 20): what verify walks
     chainer: Chainer | None = None  # None with GENAI_AUDIT__CHAIN_ENABLED=false
+    console: ConsoleSessions | None = None  # the web console's sessions; None when it is off
     _background: _Background = field(default_factory=_Background, repr=False, compare=False)
 
     async def start(self) -> None:
@@ -614,4 +618,18 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
         signer=signer,
         chain=verifier_from_settings(settings, chain, signer),
         chainer=chainer,
+        console=_console_sessions(settings, database, authenticator),
+    )
+
+
+def _console_sessions(
+    settings: Settings, database: Database, authenticator: Authenticator
+) -> ConsoleSessions | None:
+    if not settings.console.enabled:
+        return None
+    return ConsoleSessions(
+        ConsoleSessionRepository(database.sessions),
+        authenticator,
+        lifetime=dt.timedelta(hours=settings.console.session_hours),
+        clock=authenticator.clock,
     )

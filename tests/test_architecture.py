@@ -32,7 +32,8 @@ LAYERS: list[grimp.Layer] = [
     # HTTP plumbing around the routes: request context, shedding, authentication, the body
     # limit, and uvicorn's protocol bounding a request's head.
     grimp.Layer("middleware"),
-    grimp.Layer("api"),  # HTTP: parse, call, shape the response
+    # HTTP: parse, call, shape the response | the web console, pages over the API in process
+    grimp.Layer("api", "console"),
     grimp.Layer("runtime"),  # the composition root: builds, starts and closes everything long-lived
     grimp.Layer("release"),  # pattern test cases: read, run through the service, reported
     grimp.Layer("service"),  # the completion pipeline

@@ -162,6 +162,23 @@ class Authenticator:
             raise refused
         return principal_of(stored)
 
+    async def principal_for(self, key_id: str | None) -> Principal | None:
+        """The caller a console session acts as, re-read so that revoking or expiring its key
+        ends the session; None then. (`None` is the session of a service with auth disabled.)"""
+        if self.disabled:
+            return ANONYMOUS_ADMIN
+        if key_id is None:
+            return None
+        stored = await self.repository.find(key_id)
+        if stored is None or stored.info.revoked_at is not None:
+            return None
+        principal = principal_of(stored)
+        if principal.expired(self.clock()):
+            return None
+        self._last_used[key_id] = self.clock()
+        request_facts().key_id = key_id
+        return principal
+
     async def create(self, new: ApiKeyCreate) -> ApiKeyCreated:
         """Mint a key with the scope, name and limits asked for; its team must exist."""
         self._not_expired(new.expires_at)

@@ -385,6 +385,18 @@ class RetentionSettings(BaseModel):
     )
 
 
+class ConsoleSettings(BaseModel):
+    """The web console at /console (issue 21): signed-in sessions and how long they last."""
+
+    enabled: bool = Field(default=True, description="Serve the web console at /console.")
+    session_hours: float = Field(
+        default=8.0,
+        gt=0,
+        le=24 * 30,
+        description="A console session ends this long after sign-in (sign in again then).",
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GENAI_",
@@ -526,6 +538,8 @@ class Settings(BaseSettings):
     signing: SigningSettings = Field(default_factory=SigningSettings)
     # Retention (issue 20): GENAI_RETENTION__JOBS_DAYS, …__BATCH_SIZE, …__INTERVAL_SECONDS.
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    # The web console (issue 21): GENAI_CONSOLE__ENABLED, …__SESSION_HOURS.
+    console: ConsoleSettings = Field(default_factory=ConsoleSettings)
 
     # API keys: every /v1 route needs one; only a salted HMAC of each is stored.
     auth_disabled: bool = Field(

@@ -424,3 +424,16 @@ class AuditEvent(Base):
             postgresql_where=text("chain_seq IS NULL"),
         ),
     )
+
+
+class ConsoleSession(Base):
+    """A signed-in console session: only the SHA-256 of its cookie is kept, beside the key it
+    acts as and the token every form and script must echo (CSRF)."""
+
+    __tablename__ = "console_sessions"
+
+    token_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key_id: Mapped[str | None] = mapped_column(String(64), nullable=True)  # None: auth disabled
+    csrf: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=_now)
+    expires_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), index=True)

@@ -1,0 +1,7 @@
+"""One module per console page, each with its own `router`; app/console/router.py mounts them."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+PAGE_ROUTERS: tuple[APIRouter, ...] = ()
