@@ -15,7 +15,12 @@ from starlette.responses import HTMLResponse
 
 from app.console.api import ApiError, ConsoleApi
 from app.console.guard import FormDep, VisitDep
-from app.console.pages.playground_fields import VariableField, fields_of, variables_of
+from app.console.pages.playground_fields import (
+    CHOSEN_KINDS,
+    VariableField,
+    fields_of,
+    variables_of,
+)
 
 router = APIRouter()
 PATH = "/playground"
@@ -203,6 +208,7 @@ def _page(play: Play) -> dict[str, Any]:
         "play": play,
         "source": source,
         "source_field": "pattern" if source is None or source.template is None else "template",
+        "chosen_kinds": CHOSEN_KINDS,
     }
 
 
@@ -211,7 +217,8 @@ async def playground(
     visit: VisitDep, pattern: _NAME = None, template: _NAME = None
 ) -> HTMLResponse:
     play = await _play(visit.api, _source(pattern, template), None)
-    return visit.render("playground.html", **_page(play))
+    status = play.load_error.status if play.load_error else 200  # e.g. 404: no such pattern
+    return visit.render("playground.html", status=status, **_page(play))
 
 
 @router.post(PATH)
@@ -226,4 +233,4 @@ async def play_form(visit: VisitDep, form: FormDep) -> HTMLResponse:
     action = str(form.get("action", "render"))
     if source is not None and play.load_error is None:
         await _act(visit.api, play, action)
-    return visit.render("playground.html", status=200, **_page(play))
+    return visit.render("playground.html", **_page(play))

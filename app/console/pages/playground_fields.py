@@ -6,10 +6,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-Kind = Literal["text", "number", "boolean", "list", "object"]
+Kind = Literal["text", "number", "boolean", "list", "object", "json"]
+# What a variable without a default may be read as; the person filling the form chooses.
+CHOSEN_KINDS: dict[Kind, str] = {
+    "text": "text",
+    "number": "number",
+    "list": "list, one item per line",
+    "json": "JSON (any value)",
+}
 FIELD_PREFIX = "var."  # form names are `var.<variable>`: never clash with the page's own fields
+KIND_PREFIX = "kind."
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,10 +29,15 @@ class VariableField:
     description: str | None
     required: bool
     value: str  # the input's text; a checkbox's "on" or ""
+    chosen: bool = False  # no default says the type: the form offers a choice of kinds
 
     @property
     def form_name(self) -> str:
         return FIELD_PREFIX + self.name
+
+    @property
+    def kind_name(self) -> str:
+        return KIND_PREFIX + self.name
 
     @property
     def input_id(self) -> str:
@@ -67,13 +80,22 @@ def fields_of(
     """The form's fields, showing what was posted (after a submit) or else the defaults."""
     fields = []
     for name, description in variables.items():
-        kind = kind_of(defaults.get(name))
+        chosen = name not in defaults
+        kind = kind_of(defaults.get(name)) if not chosen else _guess(description)
         if posted is None:
             value = _shown(kind, defaults.get(name))
         else:
             value = posted.get(FIELD_PREFIX + name, "")
-        fields.append(VariableField(name, kind, description, name in required, value))
+            picked = posted.get(KIND_PREFIX + name, "")
+            if chosen and picked in CHOSEN_KINDS:
+                kind = cast(Kind, picked)
+        fields.append(VariableField(name, kind, description, name in required, value, chosen))
     return fields
+
+
+def _guess(description: str | None) -> Kind:
+    """A first choice for a variable without a default: a list when its description says so."""
+    return "list" if (description or "").lower().startswith("list ") else "text"
 
 
 def _number(text: str) -> int | float:
@@ -116,6 +138,11 @@ def variables_of(fields: Sequence[VariableField]) -> tuple[dict[str, Any], list[
                 problems.append(f"{field.name}: must be a JSON object")
                 continue
             variables[field.name] = value
+        elif field.kind == "json":
+            try:
+                variables[field.name] = json.loads(text)
+            except ValueError as exc:
+                problems.append(f"{field.name}: not valid JSON ({exc})")
         else:
             variables[field.name] = text
     return variables, problems
