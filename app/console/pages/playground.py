@@ -37,7 +37,7 @@ class Source:
 
     @property
     def label(self) -> str:
-        return self.pattern if self.template is None else "/".join(self.template)
+        return "/".join(self.template) if self.template is not None else self.pattern or ""
 
     def reference(self, version: int | None, label: str | None) -> dict[str, Any]:
         """The request's pattern_key or template (with the variant's version or label)."""
@@ -161,15 +161,16 @@ def _body(play: Play, variables: dict[str, Any], suffix: str) -> dict[str, Any]:
     return body
 
 
-async def _run(api: ConsoleApi, title: str, body: dict[str, Any]) -> dict[str, Any]:
+async def _run(api: ConsoleApi, suffix: str, body: dict[str, Any]) -> dict[str, Any]:
     """One completion, not streamed: its envelope, or the API's error."""
+    title = f"Variant {suffix.upper()}"
     try:
         envelope = await api.call("POST", "/v1/completions", json=body)
     except ApiError as exc:
-        return {"title": title, "error": exc}
+        return {"title": title, "slug": suffix, "error": exc}
     calls = envelope["response"].get("tool_calls", [])
     tools = [{**call, "arguments": _readable(call["arguments"])} for call in calls]
-    return {"title": title, "envelope": envelope, "tools": tools}
+    return {"title": title, "slug": suffix, "envelope": envelope, "tools": tools}
 
 
 def _readable(arguments: str) -> str:
@@ -193,12 +194,10 @@ async def _act(api: ConsoleApi, play: Play, action: str) -> None:
         except ApiError as exc:
             play.render_error = exc
     elif action == "run":
-        play.runs = [await _run(api, "Variant A", bodies["a"])]
+        play.runs = [await _run(api, "a", bodies["a"])]
     elif action == "compare":
         play.runs = list(
-            await asyncio.gather(
-                _run(api, "Variant A", bodies["a"]), _run(api, "Variant B", bodies["b"])
-            )
+            await asyncio.gather(_run(api, "a", bodies["a"]), _run(api, "b", bodies["b"]))
         )
 
 

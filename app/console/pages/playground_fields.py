@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 Kind = Literal["text", "number", "boolean", "list", "object", "json"]
 # What a variable without a default may be read as; the person filling the form chooses.
@@ -88,7 +88,7 @@ def fields_of(
             value = posted.get(FIELD_PREFIX + name, "")
             picked = posted.get(KIND_PREFIX + name, "")
             if chosen and picked in CHOSEN_KINDS:
-                kind = cast(Kind, picked)
+                kind = picked
         fields.append(VariableField(name, kind, description, name in required, value, chosen))
     return fields
 
