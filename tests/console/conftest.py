@@ -34,11 +34,12 @@ def _mint_key(base_url: str, admin_key: str, scope: str, name: str) -> str:
     return str(resp.json()["key"])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def console_service(
     fake_server: FakeProviderServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ConsoleService]:
-    """One service per test module (starting one takes seconds); it ends with the module."""
+    """One service for every browser test (starting one takes seconds): each test makes the
+    records it needs and reads only those, so the tests share it without depending on order."""
     workdir = tmp_path_factory.mktemp("console")
     with live_service(service_env(fake_server, workdir / "data"), workdir) as live:
         admin_key = live.first_admin_key()
