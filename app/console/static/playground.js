@@ -63,6 +63,7 @@
 
   function element(tag, text, className) {
     const node = document.createElement(tag);
+    if (tag === "pre") node.tabIndex = 0; // a scrolling block must be reachable by keyboard
     if (text !== undefined) node.textContent = text;
     if (className) node.className = className;
     return node;
@@ -165,6 +166,7 @@
     document.getElementById("live-heading").textContent = action === "compare" ? "Comparison" : "Answer";
     const suffixes = action === "compare" ? ["a", "b"] : ["a"];
     column("b").root.hidden = action !== "compare";
+    live.querySelector(".live").classList.toggle("grid2", action === "compare"); // one run: full width
     const buttons = form.querySelectorAll("button[type=submit]");
     buttons.forEach((b) => { b.disabled = true; });
     try {
