@@ -113,6 +113,16 @@ async def test_a_posted_run_shows_the_answer_usage_and_job_link(
     assert fake.calls("openai")[0].body["model"] == "gpt-4o-mini"
 
 
+async def test_structured_output_is_shown_as_indented_json(
+    playground: Playground, fake: FakeProviderServer
+) -> None:
+    invoice = '{"vendor": "ACME <b>", "date": "2026-01-02", "total": 12.5, "currency": "EUR"}'
+    fake.script("openai", Reply.ok(invoice))
+    ran = await _post(playground, "run", pattern="extract_invoice", user_prompt="Invoice")
+    assert "Structured output (valid)" in ran.text
+    assert "  &#34;vendor&#34;: &#34;ACME &lt;b&gt;&#34;" in ran.text
+
+
 async def test_compare_runs_two_models_and_shows_an_upstream_error_beside_an_answer(
     playground: Playground, fake: FakeProviderServer
 ) -> None:
@@ -131,8 +141,8 @@ async def test_compare_runs_two_models_and_shows_an_upstream_error_beside_an_ans
     assert "<code>upstream_error</code> (502)" in html  # variant B failed, shown as such
 
 
-async def test_a_database_template_renders_the_version_the_form_pins(
-    playground: Playground,
+async def test_a_database_template_renders_and_compares_the_versions_the_form_pins(
+    playground: Playground, fake: FakeProviderServer
 ) -> None:
     for text in ("Hello {{ who }}.", "Hi {{ who }}!"):
         created = await playground.admin.post(
@@ -153,6 +163,19 @@ async def test_a_database_template_renders_the_version_the_form_pins(
     )
     assert "Hello &lt;script&gt;alert(1)&lt;/script&gt;." in pinned.text
     assert '<option value="1" selected>' in pinned.text
+    fake.reset()
+    compared = await _post(
+        playground,
+        "compare",
+        template="greet/system",
+        version_a="1",
+        version_b="2",
+        **{"var.who": "Ada"},
+        user_prompt="x",
+    )
+    assert compared.text.count('<a href="/console/jobs/') == 2
+    systems = sorted(call.body["messages"][0]["content"] for call in fake.calls("openai"))
+    assert systems == ["Hello Ada.", "Hi Ada!"]  # each variant ran its own version
     unlabelled = await _post(
         playground, "render", template="greet/system", label_a="nope", user_prompt="x"
     )
