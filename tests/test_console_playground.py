@@ -92,6 +92,9 @@ async def test_render_errors_show_their_type_and_message(playground: Playground)
     unknown = await playground.web.get("/console/playground", params={"pattern": "no/such"})
     assert unknown.status_code == 404
     assert "pattern_not_found" in unknown.text
+    for sneaky in ("../keys", "summarize?x=1", "summarize/test"):
+        refused = await playground.web.get("/console/playground", params={"pattern": sneaky})
+        assert refused.status_code == 404  # only a catalog name reaches the API's path
 
     bad_number = await _post(
         playground, "render", pattern="summarize", **{"var.max_words": "many"}, user_prompt="x"

@@ -68,6 +68,7 @@ class Play:
     """Everything the page shows: the choices, the form, and what render or run answered."""
 
     patterns: list[str] = field(default_factory=list)
+    catalog: set[str] = field(default_factory=set)  # every pattern name, broken ones too
     templates: list[str] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
     source: Source | None = None
@@ -88,6 +89,7 @@ async def _choices(api: ConsoleApi, play: Play) -> None:
         api.get("/v1/patterns"), api.get("/v1/templates"), api.get("/v1/models")
     )
     play.patterns = [p["name"] for p in patterns["patterns"] if p.get("valid", True)]
+    play.catalog = {p["name"] for p in patterns["patterns"]}
     pairs = {f"{v['name']}/{v['role']}" for v in templates["versions"]}
     play.templates = sorted(pairs)
     play.models = [m["id"] for m in models["data"] if m.get("owned_by") != "gateway"]
@@ -98,6 +100,9 @@ async def _load_source(api: ConsoleApi, play: Play, posted: dict[str, str] | Non
     source = play.source
     assert source is not None
     if source.template is None:
+        if source.pattern not in play.catalog:  # a listed name only: never a path of its own
+            message = f"No pattern named {source.pattern!r}. Choose one from the list."
+            raise ApiError(404, "pattern_not_found", message)
         detail = await api.get(f"/v1/patterns/{source.pattern}")
         play.description = detail.get("description", "")
         play.fields = fields_of(
