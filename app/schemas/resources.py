@@ -50,6 +50,20 @@ class PatternDetail(PatternSummary):
     cache: bool = Field(
         default=False, description="Identical repeats are answered from the response cache."
     )
+    front_matter: dict[str, Any] = Field(
+        default_factory=dict, description="The file's YAML front-matter, as written."
+    )
+    template: str = Field(
+        default="", description="The Jinja2 body after the front-matter, role markers included."
+    )
+    tests: list[PatternTestCase] = Field(
+        default_factory=list,
+        description="The pattern's test cases: its front-matter's, then its `.tests.yaml` file's.",
+    )
+    test_problems: list[str] = Field(
+        default_factory=list,
+        description="Why the test cases cannot be read (`FILE:LINE: problem`); empty when they can.",
+    )
 
 
 class TemplateCreate(InputModel):
