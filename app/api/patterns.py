@@ -44,6 +44,7 @@ def _summary(pattern: PatternInfo) -> dict[str, object]:
     meta = pattern.meta
     return {
         "name": pattern.name,
+        "base_path": pattern.base_path,
         "description": meta.description,
         "tags": meta.tags,
         "model_hint": meta.model_hint,
@@ -99,7 +100,6 @@ async def get_pattern(name: str, catalog: CatalogDep, renderer: RendererDep) -> 
     return PatternDetail.model_validate(
         {
             **_summary(pattern),
-            "base_path": pattern.base_path,
             "variables": {v: documented.get(v) for v in sorted(pattern.referenced)},
             "required_variables": pattern.required_variables,
             "defaults": pattern.meta.defaults,

@@ -15,6 +15,10 @@ from app.schemas.requests import ModelParams
 
 class PatternSummary(FrozenModel):
     name: str
+    base_path: str | None = Field(
+        default=None,
+        description="The catalog root the file is read from; null when it could not be loaded.",
+    )
     description: str
     tags: list[str]
     model_hint: str | None

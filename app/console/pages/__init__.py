@@ -4,4 +4,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-PAGE_ROUTERS: tuple[APIRouter, ...] = ()
+from app.console.pages import patterns, templates_pages
+
+PAGE_ROUTERS: tuple[APIRouter, ...] = (patterns.router, templates_pages.router)
