@@ -66,7 +66,7 @@ class PatternDetail(PatternSummary):
     )
     test_problems: list[str] = Field(
         default_factory=list,
-        description="Why the test cases cannot be read (`FILE:LINE: problem`); empty when they can.",
+        description="Why the test cases cannot be read (`FILE:LINE: problem`); empty if they can.",
     )
 
 
