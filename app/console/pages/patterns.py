@@ -99,6 +99,17 @@ def _contract(detail: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def _cases(detail: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each test case with only the assertions it makes (the API lists every one, empty or not)."""
+    return [
+        {
+            **case,
+            "expect": {k: v for k, v in case["expect"].items() if v not in (None, "", [], {})},
+        }
+        for case in detail["tests"]
+    ]
+
+
 async def _jobs_using(visit: Visit, name: str) -> int | None:
     """Jobs that used the pattern in the usage window; None when usage cannot say."""
     try:
@@ -117,6 +128,7 @@ async def _detail_page(
         status=error.status if error is not None else 200,
         pattern=detail,
         contract=_contract(detail),
+        cases=_cases(detail),
         jobs=await _jobs_using(visit, name),
         report=report,
         outcomes={case["name"]: case for case in report["cases"]} if report else {},
