@@ -4,12 +4,14 @@ the template diff and label moves, with their refusals and escaping."""
 from __future__ import annotations
 
 import html
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from app.console.pages.diff import side_by_side
 from app.schemas import ApiKeyCreate
+from tests.support import running_app, settings_for
 from tests.test_console_sessions import Console, console, csrf_of, sign_in
 
 __all__ = ["console"]  # the fixture, used by name
@@ -188,3 +190,57 @@ def test_the_diff_pairs_replaced_lines_and_marks_each_row_in_text() -> None:
     assert (rows[3].old_number, rows[3].new_number) == (None, 4)
     removed = side_by_side("x\ny\n", "x\n")
     assert (removed[1].change, removed[1].old_text, removed[1].new_text) == ("removed", "y", None)
+
+
+async def test_failing_tests_refuse_a_production_move_and_each_failure_is_listed(
+    console: Console,
+) -> None:
+    await _two_versions(console)
+    failing = {
+        "name": "greeting",
+        "role": "writer",
+        "template": "Hello {{ who }}, welcome.\n",
+        "variables": ["who"],
+        "tests": [
+            {
+                "name": "says goodbye",
+                "variables": {"who": "Ana"},
+                "expect": {"prompt_contains": ["Goodbye"]},
+            }
+        ],
+    }
+    async with await _admin_api(console) as api:
+        assert (await api.post("/v1/templates", json=failing)).status_code == 201
+    await sign_in(console.web, console.key)
+    page = await console.web.get("/console/templates/greeting/writer")
+    refused = await console.web.post(
+        "/console/templates/greeting/writer/labels",
+        data={
+            "csrf": csrf_of(page.text),
+            "label": "production",
+            "target": "version",
+            "version": "3",
+            "message": "ship it",
+        },
+    )
+    assert refused.status_code == 422
+    assert "Not moved: 422 tests_failed" in refused.text
+    assert "<li>v3: case &#39;says goodbye&#39;: prompt does not contain" in refused.text
+
+
+async def test_unreadable_test_cases_are_shown_beside_a_working_pattern(tmp_path: Path) -> None:
+    (tmp_path / "hello.md").write_text("---\ndescription: Says hello.\n---\nHello {{ who }}.\n")
+    (tmp_path / "hello.tests.yaml").write_text("- name: x\n  expect: {prompt_rhymes: yes}\n")
+    async with running_app(settings_for(None, pattern_dir=[tmp_path])) as (app, http):
+        detail = (await http.get("/v1/patterns/hello")).json()
+        assert detail["tests"] == [] and "prompt_rhymes" in " ".join(detail["test_problems"])
+        admin = await app.state.runtime.authenticator.create(
+            ApiKeyCreate(scope="admin", name="console-admin")
+        )
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway.test") as web:
+            await sign_in(web, admin.key)
+            page = await web.get("/console/patterns/hello")
+    assert page.status_code == 200
+    assert "The test cases cannot be read" in page.text and "prompt_rhymes" in page.text
+    assert "Run tests" not in page.text
