@@ -139,6 +139,8 @@ def _expected(
     for job in jobs:
         sums = found[tuple(_dimension(job, name) for name in group_by)]
         sums["requests"] += 1
+        made = dt.datetime.fromisoformat(job["created_at"])
+        sums["last_at"] = max(sums.get("last_at") or made, made)
         sums[job["status"]] += 1
         if job["status"] in ("pending", "cached"):
             continue  # billed by no provider
@@ -160,6 +162,7 @@ def _assert_reconciles(
     for key, want in expected.items():
         got = groups[key]
         assert got["requests"] == want["requests"]
+        assert dt.datetime.fromisoformat(got["last_at"]) == want["last_at"], key
         assert {s: n for s, n in got["statuses"].items() if n} == {
             s: int(want[s]) for s in got["statuses"] if want.get(s)
         }

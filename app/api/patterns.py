@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from fastapi import APIRouter
 from pydantic import BaseModel
@@ -19,9 +20,12 @@ from app.api.deps import (
 )
 from app.api.errors import error_responses
 from app.api.paths import PATTERN_NAME, PATTERN_TEST_SUFFIX
-from app.catalog import PatternInfo
-from app.errors import InvalidPattern
+from app.catalog import PatternCatalog, PatternInfo
+from app.catalog.pattern import split_front_matter
+from app.concurrency.offload import off_loop
+from app.errors import InvalidPattern, InvalidPatternTests
 from app.release import PatternTestRun, SuiteReport, pattern_cases, run_pattern_suite
+from app.release.suite import pattern_file
 from app.schemas import PatternDetail, PatternSummary, RenderRequest, RenderResult
 
 router = APIRouter(
@@ -40,6 +44,7 @@ def _summary(pattern: PatternInfo) -> dict[str, object]:
     meta = pattern.meta
     return {
         "name": pattern.name,
+        "base_path": pattern.base_path,
         "description": meta.description,
         "tags": meta.tags,
         "model_hint": meta.model_hint,
@@ -70,26 +75,41 @@ async def list_patterns(catalog: CatalogDep) -> PatternList:
     return PatternList(patterns=[_listed(entry) for entry in catalog.listing()])
 
 
+def _file_text(catalog: PatternCatalog, name: str) -> tuple[dict[str, Any], str]:
+    """The file's front-matter and body as written (blocking: read off the event loop)."""
+    text = pattern_file(catalog, name).read_text(encoding="utf-8")
+    return split_front_matter(name, text)
+
+
 @router.get(
     PATTERN_NAME,
     operation_id="getPattern",
-    summary="One pattern's metadata, variables, defaults and content hash",
+    summary="One pattern's metadata, variables, defaults, content hash, front-matter, body "
+    "and test cases",
     responses=error_responses(404, 422),
 )
 async def get_pattern(name: str, catalog: CatalogDep, renderer: RendererDep) -> PatternDetail:
     # The first look at a pattern compiles it: a render thread's work, not the event loop's.
     pattern = await renderer.run(name, functools.partial(catalog.get, name))
     documented = pattern.meta.variables or {}
+    front_matter, template = await off_loop(functools.partial(_file_text, catalog, name))
+    try:
+        tests, test_problems = await pattern_cases(catalog, name), []
+    except InvalidPatternTests as exc:  # shown beside the pattern, which itself still works
+        tests, test_problems = [], exc.problems
     return PatternDetail.model_validate(
         {
             **_summary(pattern),
-            "base_path": pattern.base_path,
             "variables": {v: documented.get(v) for v in sorted(pattern.referenced)},
             "required_variables": pattern.required_variables,
             "defaults": pattern.meta.defaults,
             "params": pattern.meta.params,
             "fallbacks": pattern.meta.fallbacks,
             "cache": pattern.meta.cache,
+            "front_matter": front_matter,
+            "template": template,
+            "tests": tests,
+            "test_problems": test_problems,
         }
     )
 

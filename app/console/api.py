@@ -29,6 +29,7 @@ class ApiError(Exception):
     status: int
     type: str
     message: str
+    failures: tuple[str, ...] = ()  # `tests_failed`: each failing case, as the API names it
 
     def __str__(self) -> str:
         return f"{self.status} {self.type}: {self.message}"
@@ -41,10 +42,12 @@ def _error_of(response: httpx.Response) -> ApiError:
         error = {}
     if not isinstance(error, dict):
         error = {}
+    failures = error.get("failures")
     return ApiError(
         status=response.status_code,
         type=str(error.get("type", "error")),
         message=str(error.get("message", response.reason_phrase)),
+        failures=tuple(map(str, failures)) if isinstance(failures, list) else (),
     )
 
 

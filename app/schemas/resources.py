@@ -15,6 +15,10 @@ from app.schemas.requests import ModelParams
 
 class PatternSummary(FrozenModel):
     name: str
+    base_path: str | None = Field(
+        default=None,
+        description="The catalog root the file is read from; null when it could not be loaded.",
+    )
     description: str
     tags: list[str]
     model_hint: str | None
@@ -49,6 +53,20 @@ class PatternDetail(PatternSummary):
     )
     cache: bool = Field(
         default=False, description="Identical repeats are answered from the response cache."
+    )
+    front_matter: dict[str, Any] = Field(
+        default_factory=dict, description="The file's YAML front-matter, as written."
+    )
+    template: str = Field(
+        default="", description="The Jinja2 body after the front-matter, role markers included."
+    )
+    tests: list[PatternTestCase] = Field(
+        default_factory=list,
+        description="The pattern's test cases: its front-matter's, then its `.tests.yaml` file's.",
+    )
+    test_problems: list[str] = Field(
+        default_factory=list,
+        description="Why the test cases cannot be read (`FILE:LINE: problem`); empty if they can.",
     )
 
 

@@ -168,6 +168,7 @@ class UsageGroup(UsageTotals):
     with auth disabled have no key or team)."""
 
     group: dict[str, str | None]
+    last_at: dt.datetime = Field(description="When the group's newest job in the window was made.")
 
 
 class UsageWindow(FrozenModel):

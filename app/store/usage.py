@@ -123,7 +123,13 @@ class UsageRepository:
         ]
         sums = [column.label(name) for name, column in _SUMS.items()]
         statement = (
-            select(*keys, func.count().label("requests"), *statuses, *sums)
+            select(
+                *keys,
+                func.count().label("requests"),
+                func.max(Job.created_at).label("last_at"),
+                *statuses,
+                *sums,
+            )
             .where(*_filters(query))
             .group_by(*keys)
             .order_by(*(key.asc().nulls_last() for key in keys))
@@ -138,6 +144,7 @@ class UsageRepository:
         return [
             UsageGroup(
                 group={name: _value(row[f"g_{name}"]) for name in query.group_by},
+                last_at=row["last_at"],
                 **_totals(dict(row)),
             )
             for row in rows

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.console.pages import playground
+from app.console.pages import patterns, playground, templates_pages
 
-PAGE_ROUTERS: tuple[APIRouter, ...] = (playground.router,)
+# In the navigation's order (app/console/web.py NAVIGATION).
+PAGE_ROUTERS: tuple[APIRouter, ...] = (
+    patterns.router,
+    templates_pages.router,
+    playground.router,
+)
