@@ -4,4 +4,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-PAGE_ROUTERS: tuple[APIRouter, ...] = ()
+from app.console.pages import keys, snippets, teams
+
+PAGE_ROUTERS: tuple[APIRouter, ...] = (snippets.router, keys.router, teams.router)
