@@ -76,7 +76,7 @@ async def test_create_then_edit_stores_versions_and_lists_them_by_tag(console: C
 
 
 async def test_bad_metadata_comes_back_in_the_form_with_the_reason(console: Console) -> None:
-    app, web, key = console
+    _, web, key = console
     await sign_in(web, key)
     token = csrf_of((await web.get("/console/snippets/new")).text)
     typed = '{"voice": "nova", <b>oops'
