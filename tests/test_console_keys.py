@@ -68,6 +68,7 @@ async def test_a_new_key_is_shown_once_in_the_answer_and_works(console: Console)
 
     listing = await web.get("/console/keys")
     assert secret not in listing.text  # never again: not on the list …
+    assert "0.00 / 50.00 USD (0%) this month" in listing.text  # its spend against its budget
     created = next(
         k for k in await app.state.runtime.authenticator.list_keys() if k.name == "ci bot"
     )

@@ -69,7 +69,7 @@ async def keys_page(
         "keys.html",
         status=status,
         keys=keys,
-        statuses=found,
+        key_spend={key_id: status["limits"] for key_id, status in found.items()},
         teams=teams,
         team_spend=team_spend(found),
         key_form=key_form or {"scope": "complete"},
