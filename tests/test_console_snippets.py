@@ -135,6 +135,13 @@ async def test_a_snippet_with_odd_stored_values_still_renders_inert(console: Con
     legacy = await web.get("/console/snippets/legacy")
     assert legacy.status_code == 200 and "Old." in legacy.text
 
+    hostile_tag = await web.get("/console/snippets", params={"tag": HOSTILE})
+    assert hostile_tag.status_code == 200 and HOSTILE not in hostile_tag.text
+    assert "Tagged “&lt;script&gt;alert(1)&lt;/script&gt;” (1)" in hostile_tag.text
+    for bad_tag in ("x" * 101, "a\x01b"):
+        refused = await web.get("/console/snippets", params={"tag": bad_tag})
+        assert refused.status_code == 422 and "Invalid request" in refused.text
+
     missing = await web.get("/console/snippets/nope")
     assert missing.status_code == 404 and "nope" in missing.text
     assert (await web.get("/console/snippets/..%2Fkeys")).status_code == 404

@@ -64,7 +64,7 @@ async def keys_page(
     keys = (await visit.api.get("/v1/keys"))["keys"]
     teams = (await visit.api.get("/v1/teams"))["teams"]
     found = await statuses(visit.api, keys)
-    keys.sort(key=lambda k: (k["revoked_at"] is not None, k["created_at"]), reverse=False)
+    keys.sort(key=lambda k: (k["revoked_at"] is not None, k["created_at"]))  # active first
     return visit.render(
         "keys.html",
         status=status,
