@@ -3,6 +3,7 @@ precedence, and the API and CLI on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -379,7 +380,10 @@ BODY = {
 async def test_api_create_get_list_and_conflict(http: httpx.AsyncClient) -> None:
     resp = await http.post("/v1/snippets", json=BODY)
     assert resp.status_code == 201, resp.text
-    assert resp.json() == {
+    created = resp.json()
+    stored_at = dt.datetime.fromisoformat(created.pop("created_at"))
+    assert stored_at.tzinfo is not None  # when this version was stored, for the console
+    assert created == {
         **BODY,
         "tags": ["persona", "Support"],
         "active": True,
@@ -409,7 +413,8 @@ async def test_api_update_replaces_and_overrides_files(http: httpx.AsyncClient) 
         "/v1/snippets/nova", json={"identifier": "nova", "name": "N", "text": "T"}
     )
     assert resp.status_code == 200, resp.text
-    assert resp.json() == {
+    assert {**resp.json(), "created_at": None} == {
+        "created_at": None,  # when version 2 was stored: a time (test above)
         "identifier": "nova",
         "name": "N",
         "description": "",

@@ -151,6 +151,10 @@ class Snippet(SnippetIn):
     live: bool = Field(
         default=True, description="Whether this is the version served for its identifier."
     )
+    created_at: dt.datetime | None = Field(
+        default=None,
+        description="When this version was stored (an edit stores a new one); null for a file.",
+    )
 
 
 class SnippetVersions(FrozenModel):

@@ -63,6 +63,7 @@ def _from_store(stored: StoredSnippet) -> Snippet:
         version=stored.version,
         checksum=stored.checksum,
         live=stored.live,
+        created_at=stored.created_at,
     )
 
 

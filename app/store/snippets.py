@@ -3,6 +3,7 @@ file snippets and composition live in app/snippets."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,6 +37,7 @@ class StoredSnippet:
     version: int
     checksum: str
     live: bool
+    created_at: dt.datetime  # when this version was stored
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,7 @@ def _record(row: SnippetRow) -> StoredSnippet:
         version=row.version,
         checksum=row.checksum,
         live=row.live,
+        created_at=row.created_at,
     )
 
 

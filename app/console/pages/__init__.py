@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.console.pages import patterns, playground, templates_pages
+from app.console.pages import keys, patterns, playground, snippets, teams, templates_pages
 
 # In the navigation's order (app/console/web.py NAVIGATION).
 PAGE_ROUTERS: tuple[APIRouter, ...] = (
     patterns.router,
     templates_pages.router,
     playground.router,
+    snippets.router,
+    keys.router,
+    teams.router,
 )
