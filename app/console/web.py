@@ -38,16 +38,20 @@ class NavItem:
     path: str
     title: str
     admin_only: bool
+    also: tuple[str, ...] = ()  # other paths that belong to this page (its current marker)
+
+    def covers(self, path: str) -> bool:
+        return any(path == root or path.startswith(root + "/") for root in (self.path, *self.also))
 
 
 # The pages in the order the issue builds them; a `complete` key sees the catalog, the
 # playground and its own usage.
 NAVIGATION = (
-    NavItem("/console/patterns", "Patterns", admin_only=False),
+    NavItem("/console/patterns", "Patterns", admin_only=False, also=("/console/templates",)),
     NavItem("/console/playground", "Playground", admin_only=False),
     NavItem("/console/snippets", "Snippets", admin_only=True),
     NavItem("/console/jobs", "Jobs", admin_only=True),
-    NavItem("/console/keys", "Keys and teams", admin_only=True),
+    NavItem("/console/keys", "Keys and teams", admin_only=True, also=("/console/teams",)),
     NavItem("/console/usage", "Usage", admin_only=False),
     NavItem("/console/integrity", "Integrity", admin_only=True),
 )
