@@ -255,7 +255,7 @@ def console_tables(runs: list[ConsoleRun]) -> list[str]:
             lines.append(
                 f"| {p.label} | `{p.path}` | {p.status} | {_ms(p.server_p50)} | "
                 f"{_ms(p.server_p99)} | {_ms(p.wall_p50)} | {_ms(p.wall_p99)} | "
-                f"{p.kilobytes if p.visits else '—'} |"
+                f"{'—' if p.wall_p50 is None else p.kilobytes} |"
             )
     return lines
 
