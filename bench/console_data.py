@@ -26,6 +26,7 @@ import httpx
 from app.store.db import Database
 from app.store.partitions import JobPartitions
 from bench import catalog
+from bench._common import quiet_logs
 from bench.console_rows import SPAN, Sources, fill_postgres, fill_sqlite, job_rows
 from bench.procs import Children, Cores
 from bench.targets import genai, service_env, start_service, store_url
@@ -142,6 +143,7 @@ def _populate(
 
 async def _add_partitions(url: str, now: dt.datetime) -> None:
     """The year's month partitions, as a service running all year would have made them."""
+    quiet_logs()  # the app's info lines would land in the middle of the bench's output
     database = Database(url)
     try:
         await JobPartitions(database.engine).ensure(now=now - SPAN, ahead=13)
