@@ -8,6 +8,8 @@
     python -m bench --no-streams       # without the streamed targets (bench/streams.py)
     python -m bench --no-usage         # without usage reports on a million jobs (bench/usage.py;
                                        # --quick never runs them: CI stays under 90 s)
+    python -m bench --no-console       # without the console pages (bench/console_pages.py; on
+                                       # a million jobs, --quick on 2,000)
 
 Every server runs in its own process, pinned to one core, while the upstream and the load
 generator share the other; servers are measured one after the other, a fresh process for each
@@ -29,6 +31,7 @@ from pathlib import Path
 from types import FrameType
 
 from bench import catalog
+from bench.console_pages import measure_console_pages
 from bench.load import LoadResult, run_load, tool_name, wrk_path
 from bench.measure import Plan, TargetResult, measure, smoke, with_audit_rows
 from bench.procs import BenchError, Children, Cores
@@ -120,6 +123,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--usage-rows", type=int, default=1_000_000, help="Jobs in the usage store."
     )
+    parser.add_argument(
+        "--no-console", action="store_true", help="Skip the console pages (console_pages.py)."
+    )
+    parser.add_argument(
+        "--console-jobs",
+        type=int,
+        help="Jobs in the console pages' store (default 1,000,000, cached; --quick: 2,000).",
+    )
     parser.add_argument("--catalog-size", type=int, default=1000)
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--no-pin", action="store_true", help="Do not pin processes to cores.")
@@ -147,6 +158,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.c32 = args.c32 if args.c32 is not None else (1 if quick else 10)
     args.soak = args.soak if args.soak is not None else (1 if quick else 30)
     args.no_usage = args.no_usage or quick  # a million-job fill alone takes minutes
+    args.console_jobs = args.console_jobs or (2_000 if quick else 1_000_000)
     args.route = list(dict.fromkeys(args.route or (["completions"] if args.profile else ROUTES)))
     results = BENCH_DIR / "results"
     args.json = args.json or results / ("quick.json" if quick else "latest.json")
@@ -331,6 +343,29 @@ def run_benchmarks(
                 report.usage.extend(measure_usage(backend, rows=args.usage_rows, runs=5, log=log))
 
             attempt(f"usage-{backend}", usage)
+
+    if not args.no_console:
+        for backend in backends:
+            log(f"console pages on {args.console_jobs:,} jobs ({backend})")
+
+            def console(backend: str = backend) -> None:
+                root = work_dir / f"console-{backend}"
+                root.mkdir()
+                found = measure_console_pages(
+                    backend,
+                    jobs=args.console_jobs,
+                    visits=5 if args.quick else 100,
+                    children=children,
+                    cores=cores,
+                    work=root,
+                    log=log,
+                )
+                report.console.append(found)
+                report.problems += [
+                    f"console {backend} {p.label}: {p.status}" for p in found.pages if p.failed
+                ]
+
+            attempt(f"console-{backend}", console)
 
     if not args.no_catalog:
         # Quick mode skips the small catalog: each run starts three interpreters.

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.console_pages import ConsoleRun, console_tables
 from bench.measure import TargetResult
 from bench.startup import CatalogResult
 from bench.streams import Phases, StreamResult, stream_comparisons, stream_tables
@@ -90,6 +91,7 @@ class Report:
     catalogs: list[CatalogResult] = field(default_factory=list)
     streams: list[StreamResult] = field(default_factory=list)
     usage: list[UsageTiming] = field(default_factory=list)
+    console: list[ConsoleRun] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
@@ -250,6 +252,7 @@ class Report:
             "streams": [r.as_dict() for r in self.streams],
             "stream_comparisons": stream_comparisons(self.streams),
             "usage": [t.as_dict() for t in self.usage],
+            "console_pages": [r.as_dict() for r in self.console],
             "goals": [g.__dict__ for g in self.goals()],
             "problems": self.problems,
         }
@@ -340,6 +343,7 @@ class Report:
             )
         if self.usage:
             lines += usage_tables(self.usage)
+        lines += console_tables(self.console)
         goals = self.goals()
         for issue in sorted({g.issue for g in goals}):
             lines += ["", f"| goal (issue {issue}) | measured | met |", "|---|---|---|"]
