@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import re
+from typing import Any
 
 from sqlalchemy import text, update
 
@@ -117,7 +118,7 @@ async def _plan(database: Database, where: JobFilter, after: Position | None) ->
 
 
 async def test_every_filter_combination_reads_an_index_in_order(database: Database) -> None:
-    filters = {
+    filters: dict[str, dict[str, Any]] = {
         "status": {"status": "failed"},
         "pattern": {"source_name": "note"},
         "model": {"provider": "openai", "model": "m"},
@@ -127,10 +128,10 @@ async def test_every_filter_combination_reads_an_index_in_order(database: Databa
     postgres = database.engine.dialect.name == "postgresql"
     for size in range(len(filters) + 1):
         for names in itertools.combinations(filters, size):
-            fields: dict[str, object] = {}
+            fields: dict[str, Any] = {}
             for name in names:
                 fields.update(filters[name])
-            where = JobFilter(**fields)  # type: ignore[arg-type]
+            where = JobFilter(**fields)
             for after in (None, Position(T0, "5" * 32)):
                 plan = await _plan(database, where, after)
                 if postgres:
