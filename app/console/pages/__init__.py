@@ -4,4 +4,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-PAGE_ROUTERS: tuple[APIRouter, ...] = ()
+from app.console.pages import jobs
+
+PAGE_ROUTERS: tuple[APIRouter, ...] = (jobs.router,)
