@@ -134,7 +134,8 @@ async def test_a_replay_without_the_forms_token_is_refused_and_not_recorded(
             f"/console/jobs/{job_id}/{action}", data={"csrf": "forged"}
         )
         assert refused.status_code == 403 and "Form expired" in refused.text
-    events = await jobs_console.runtime.admin_events.page(EventFilter(action="job.replayed"), limit=5)
+    replays = EventFilter(action="job.replayed")
+    events = await jobs_console.runtime.admin_events.page(replays, limit=5)
     assert events.events == []
 
 
