@@ -5,6 +5,7 @@ a form without its CSRF token is refused, and API errors are shown, never a 500.
 
 from __future__ import annotations
 
+import asyncio
 import html
 import re
 from collections.abc import AsyncIterator
@@ -13,7 +14,9 @@ from dataclasses import dataclass
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import text
 
+from app.console.pages import jobs as page_module
 from app.runtime import Runtime
 from app.schemas import ApiKeyCreate
 from app.store.events import EventFilter
@@ -58,7 +61,7 @@ async def _complete(api: httpx.AsyncClient, prompt: str, pattern: str = "proofre
 
 
 async def test_the_list_filters_and_pages_and_a_job_replays_and_reveals(
-    jobs_console: JobsConsole,
+    jobs_console: JobsConsole, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     api, web = jobs_console.api, jobs_console.web
     plain = await _complete(api, "Fix this sentance.")
@@ -73,17 +76,11 @@ async def test_the_list_filters_and_pages_and_a_job_replays_and_reveals(
     assert '<option value="failed" selected>' in filtered.text
 
     # Pages of one: the "Next page" link carries the filters and the cursor.
-    from app.console.pages import jobs as page_module
-
-    original = page_module.PAGE_SIZE
-    page_module.PAGE_SIZE = 1
-    try:
-        first = await web.get("/console/jobs", params={"pattern": "proofread"})
-        found = re.search(r'href="(/console/jobs\?[^"]+)" rel="next"', first.text)
-        assert found is not None and "pattern=proofread" in found[1]
-        second = await web.get(html.unescape(found[1]))
-    finally:
-        page_module.PAGE_SIZE = original
+    monkeypatch.setattr(page_module, "PAGE_SIZE", 1)
+    first = await web.get("/console/jobs", params={"pattern": "proofread"})
+    found = re.search(r'href="(/console/jobs\?[^"]+)" rel="next"', first.text)
+    assert found is not None and "pattern=proofread" in found[1]
+    second = await web.get(html.unescape(found[1]))
     assert LINK.findall(first.text) == [hostile] and LINK.findall(second.text) == [plain]
     assert 'rel="next"' not in second.text
 
@@ -157,3 +154,27 @@ async def test_api_errors_are_shown_on_the_page(jobs_console: JobsConsole) -> No
         "/console/jobs/" + "0" * 32 + "/replay", data={"csrf": csrf_of(form.text)}
     )
     assert refused.status_code == 404 and "Error 404" in refused.text
+
+
+async def _chained(api: httpx.AsyncClient, job_id: str) -> None:
+    """Returns once the chainer (a background task of the app) has linked the job."""
+    linked = False
+    async with asyncio.timeout(30):
+        while not linked:
+            linked = (await api.get(f"/v1/jobs/{job_id}")).json()["chain_seq"] is not None
+            if not linked:
+                await asyncio.sleep(0.1)
+
+
+async def test_the_chain_check_verifies_the_jobs_own_entry_and_finds_an_edit(
+    jobs_console: JobsConsole,
+) -> None:
+    job_id = await _complete(jobs_console.api, "Fix this sentance.")
+    await _chained(jobs_console.api, job_id)
+    checked = await jobs_console.web.get(f"/console/jobs/{job_id}/chain")
+    assert checked.status_code == 200 and "Verified:" in checked.text
+
+    async with jobs_console.runtime.database.engine.begin() as conn:
+        await conn.execute(text("UPDATE jobs SET cost_usd = 0 WHERE id = :id"), {"id": job_id})
+    edited = await jobs_console.web.get(f"/console/jobs/{job_id}/chain")
+    assert "Does not verify:" in edited.text and "edited" in edited.text

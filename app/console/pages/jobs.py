@@ -65,12 +65,15 @@ async def list_jobs(
     )
 
 
-async def _show(visit: Visit, job_id: str, **shown: Any) -> HTMLResponse:
+async def _show(
+    visit: Visit, job_id: str, job: dict[str, Any] | None = None, **shown: Any
+) -> HTMLResponse:
     """The job's page, with whatever an action added (a replay, a chain check, an error)."""
-    try:
-        job = await visit.api.get(_job_path(job_id))
-    except ApiError as exc:
-        return visit.render("job_missing.html", status=exc.status, job_id=job_id, error=exc)
+    if job is None:
+        try:
+            job = await visit.api.get(_job_path(job_id))
+        except ApiError as exc:
+            return visit.render("job_missing.html", status=exc.status, job_id=job_id, error=exc)
     latency, upstream = job.get("latency_ms"), job.get("upstream_latency_ms")
     overhead = latency - upstream if latency is not None and upstream is not None else None
     action_error = shown.get("error")
@@ -89,15 +92,21 @@ async def show_job(visit: AdminVisitDep, job_id: str) -> HTMLResponse:
 
 
 @router.get("/jobs/{job_id}/chain")
-async def check_chain(visit: AdminVisitDep, job_id: str, seq: int = 0) -> HTMLResponse:
-    """Verifies the job's own audit-chain entry (and every checkpoint's signature)."""
-    if seq < 1:
-        return await _show(visit, job_id)
+async def check_chain(visit: AdminVisitDep, job_id: str) -> HTMLResponse:
+    """Verifies the job's own audit-chain entry (the one its record names) and every
+    checkpoint's signature."""
+    try:
+        job = await visit.api.get(_job_path(job_id))
+    except ApiError as exc:
+        return visit.render("job_missing.html", status=exc.status, job_id=job_id, error=exc)
+    seq = job.get("chain_seq")
+    if seq is None:
+        return await _show(visit, job_id, job)
     try:
         report = await visit.api.get("/v1/audit/verify", **{"from": seq, "to": seq})
     except ApiError as exc:
-        return await _show(visit, job_id, error=exc, action="chain check")
-    return await _show(visit, job_id, chain=report)
+        return await _show(visit, job_id, job, error=exc, action="chain check")
+    return await _show(visit, job_id, job, chain=report)
 
 
 async def _replay(visit: Visit, job_id: str, *, reveal: bool) -> HTMLResponse:
