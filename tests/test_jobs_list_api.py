@@ -5,7 +5,9 @@ and only an admin key reads them."""
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -112,11 +114,19 @@ async def test_bad_input_is_a_422_naming_the_field(
     assert [p["loc"] for p in resp.json()["error"]["errors"]] == [["query", field]]
 
 
+def _cursor(*values: object) -> str:
+    return base64.urlsafe_b64encode(json.dumps(values).encode()).decode().rstrip("=")
+
+
 async def test_a_cursor_not_given_by_the_service_and_a_complete_key_are_refused(
     admin: httpx.AsyncClient,
 ) -> None:
-    resp = await admin.get(JOBS, params={"cursor": "W10"})
-    assert resp.status_code == 422 and resp.json()["error"]["type"] == "invalid_cursor"
+    at = "2026-11-27T08:00:00+00:00"
+    # Not a cursor; an empty one; no offset; an id with a NUL (PostgreSQL text cannot hold it).
+    for cursor in ("W10", _cursor(), _cursor(at[:19], "a"), _cursor(at, "a\u0000b")):
+        resp = await admin.get(JOBS, params={"cursor": cursor})
+        assert resp.status_code == 422, cursor
+        assert resp.json()["error"]["type"] == "invalid_cursor"
     caller = _ok(await admin.post("/v1/keys", json={"scope": "complete"}), 201)
     refused = await admin.get(JOBS, headers={"Authorization": f"Bearer {caller['key']}"})
     assert refused.status_code == 403

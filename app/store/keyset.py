@@ -20,6 +20,7 @@ from sqlalchemy import ColumnElement, and_, or_
 from app.errors import InvalidCursor
 
 T = TypeVar("T")
+MAX_ID_CHARS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +48,10 @@ def decode_cursor(cursor: str) -> Position:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         at, row_id = json.loads(raw)
         when = dt.datetime.fromisoformat(at)
-        if when.tzinfo is None or not isinstance(row_id, str):
+        # An id as the service mints them: printable, short (a NUL would reach the database).
+        if when.tzinfo is None or not isinstance(row_id, str) or not row_id.isprintable():
+            raise ValueError(cursor)
+        if len(row_id) > MAX_ID_CHARS:
             raise ValueError(cursor)
     except (ValueError, TypeError, binascii.Error):
         raise InvalidCursor() from None
