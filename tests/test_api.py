@@ -500,6 +500,7 @@ async def test_openapi_has_stable_operation_ids_and_examples(client: httpx.Async
         "listSigningKeys",  # signed envelopes (issue 20, tests/test_signing.py)
         "verifyAuditChain",  # the audit chain (issue 20, tests/test_audit_chain_http.py)
         "listAdminEvents",  # the admin event log (issue 20, tests/test_admin_events.py)
+        "listJobs",  # the job list (issue 21, tests/test_jobs_list_api.py)
     }
     assert spec["components"]["schemas"]["RenderRequest"]["examples"]
     completion = spec["paths"]["/v1/completions"]["post"]

@@ -21,7 +21,9 @@ from app.schemas import (
     CompletionResponse,
     ErrorBody,
     ErrorInfo,
+    JobPage,
     JobRecord,
+    JobSummary,
     Message,
     ModelChoice,
     ModelParams,
@@ -29,6 +31,7 @@ from app.schemas import (
     RenderResult,
     Usage,
 )
+from app.store.keyset import encode_cursor as page_cursor  # the job list (issue 21)
 from app.tracking import RenderedFrom, build_provenance
 from app.tracking.signing import Signer  # signed envelopes (issue 20)
 
@@ -162,16 +165,24 @@ def _admin_events() -> AdminEventPage:
     return AdminEventPage(events=[moved], next_cursor=encode_cursor(moved))
 
 
+def _jobs(record: JobRecord) -> JobPage:
+    """The job list's line for the same record: its summary fields, read off the record."""
+    line = JobSummary.model_validate(record.model_dump(include=set(JobSummary.model_fields)))
+    return JobPage(jobs=[line], next_cursor=page_cursor(line.created_at, line.id))
+
+
 def _examples() -> dict[type[BaseModel], BaseModel]:
     envelope = _envelope()
     render = RenderResult(
         prompt=_PROMPT, params=_PARAMS, model_choice=_CHOICE, provenance=_PROVENANCE
     )
     missing = MissingVariables("email/reply", ["recipient"])
+    record = _record(envelope.attempts)
     return {
         CompletionEnvelope: envelope,
         RenderResult: render,
-        JobRecord: _record(envelope.attempts),
+        JobRecord: record,
+        JobPage: _jobs(record),
         ErrorBody: _error(missing),
         AdminEventPage: _admin_events(),
     }

@@ -13,10 +13,7 @@ here as a second guard.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as dt
-import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,7 +22,7 @@ from typing import Any, cast
 import structlog
 from pydantic_core import to_jsonable_python
 
-from app.errors import GenAIError, InvalidCursor
+from app.errors import GenAIError
 from app.schemas import (
     ActorKind,
     AdminEvent,
@@ -34,7 +31,8 @@ from app.schemas import (
     Snippet,
     TemplateVersion,
 )
-from app.store.events import AdminEventRepository, EventFilter, Position
+from app.store import keyset
+from app.store.events import AdminEventRepository, EventFilter
 
 log = structlog.get_logger(__name__)
 
@@ -65,21 +63,11 @@ def _safe(detail: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def encode_cursor(event: AdminEvent) -> str:
-    """Opaque to callers: where the page ended, (at, id), as URL-safe base64 of JSON."""
-    raw = json.dumps([event.at.isoformat(), event.id]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    """Opaque to callers: where the page ended (app/store/keyset.py)."""
+    return keyset.encode_cursor(event.at, event.id)
 
 
-def decode_cursor(cursor: str) -> Position:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        at, event_id = json.loads(raw)
-        when = dt.datetime.fromisoformat(at)
-        if when.tzinfo is None or not isinstance(event_id, str):
-            raise ValueError(cursor)
-    except (ValueError, TypeError, binascii.Error):
-        raise InvalidCursor() from None
-    return Position(at=when, id=event_id)
+decode_cursor = keyset.decode_cursor
 
 
 class AdminEvents:
@@ -125,11 +113,8 @@ class AdminEvents:
     ) -> AdminEventPage:
         after = decode_cursor(cursor) if cursor is not None else None
         found = await self._repository.page(where, limit=limit + 1, after=after)
-        more = len(found) > limit
-        events = found[:limit]
-        return AdminEventPage(
-            events=events, next_cursor=encode_cursor(events[-1]) if more else None
-        )
+        events, next_cursor = keyset.cut(found, limit, lambda event: (event.at, event.id))
+        return AdminEventPage(events=events, next_cursor=next_cursor)
 
 
 @dataclass(frozen=True, slots=True)

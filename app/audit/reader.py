@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from app.errors import JobNotFound, ReplayUnavailable
-from app.schemas import JobRecord, SnippetUse, UsageQuery, UsageReport, UsageWindow
-from app.store.jobs import JobRepository
+from app.schemas import JobPage, JobRecord, SnippetUse, UsageQuery, UsageReport, UsageWindow
+from app.store import keyset
+from app.store.jobs import JobFilter, JobRepository
 from app.store.records import SourceUse, StoredJob
 from app.store.secrets import ReplayVault, VaultError
 from app.store.usage import UsageRepository, add_up
@@ -45,6 +46,14 @@ class JobReader:
         await self.writer.catch_up()
         jobs = await self.jobs.recent(limit=limit, status=status, source_name=source_name)
         return [job.record() for job in jobs]
+
+    async def page(self, where: JobFilter, *, limit: int, cursor: str | None = None) -> JobPage:
+        """One page of job summaries, newest first (queued writes first, so none is missing)."""
+        after = keyset.decode_cursor(cursor) if cursor is not None else None
+        await self.writer.catch_up()
+        found = await self.jobs.page(where, limit=limit + 1, after=after)
+        jobs, next_cursor = keyset.cut(found, limit, lambda job: (job.created_at, job.id))
+        return JobPage(jobs=jobs, next_cursor=next_cursor)
 
     async def sources(self, limit: int) -> list[SourceUse]:
         """Each distinct source the newest `limit` jobs used (queued writes first)."""

@@ -193,3 +193,32 @@ class DriftFinding(FrozenModel):
 class DriftReport(FrozenModel):
     checked_sources: int
     drifted: list[DriftFinding]
+
+
+class JobSummary(FrozenModel):
+    """One line of the job list: who called what, how it ended, what it cost; never the texts."""
+
+    id: str
+    created_at: dt.datetime
+    status: JobStatus
+    source_kind: SourceKind
+    source_name: str = Field(description="The pattern or template the prompt came from.")
+    template_version: int | None
+    template_label: str | None
+    provider: str
+    model: str
+    key_id: str | None
+    team: str | None
+    streamed: bool
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_usd: float | None
+    latency_ms: float | None
+    error_type: str | None
+
+
+class JobPage(FrozenModel):
+    """Newest first; pass `next_cursor` back as `cursor` for the next page (null: no more)."""
+
+    jobs: list[JobSummary]
+    next_cursor: str | None = None

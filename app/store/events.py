@@ -1,7 +1,7 @@
 """AdminEventRepository: the `audit_events` log, appended to and read newest first.
 
-Pages are keyset-paginated on (at, id): a page starts strictly after the last row of the one
-before, so rows appended while an operator pages cannot shift or repeat what they see.
+Pages are keyset-paginated on (at, id) (app/store/keyset.py): a page starts strictly after the
+last row of the one before, so rows appended while an operator pages cannot shift or repeat them.
 """
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import and_, insert, or_, select
+from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.schemas import AdminEvent
 from app.store.db import store_seam
+from app.store.keyset import Position, older_than
 from app.store.tables import AuditEvent
 
 _FIELDS = tuple(AdminEvent.model_fields)
@@ -28,14 +29,6 @@ class EventFilter:
     target: str | None = None
     since: dt.datetime | None = None
     until: dt.datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Position:
-    """Where a page ended: the (at, id) of its last event."""
-
-    at: dt.datetime
-    id: str
 
 
 def _event(row: AuditEvent) -> AdminEvent:
@@ -69,11 +62,6 @@ class AdminEventRepository:
         if where.until is not None:
             query = query.where(AuditEvent.at < where.until)
         if after is not None:
-            query = query.where(
-                or_(
-                    AuditEvent.at < after.at,
-                    and_(AuditEvent.at == after.at, AuditEvent.id < after.id),
-                )
-            )
+            query = query.where(older_than(AuditEvent.at, AuditEvent.id, after))
         async with self._sessions() as session:
             return [_event(row) for row in await session.scalars(query.limit(limit))]

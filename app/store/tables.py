@@ -115,9 +115,8 @@ class Job(Base):
         UTCDateTime(), default=_now, server_default=func.now()
     )
     completed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
-    status: Mapped[str] = mapped_column(
-        String(16), index=True
-    )  # pending|completed|cached|failed|cancelled|interrupted
+    # pending|completed|cached|failed|cancelled|interrupted (indexed by ix_jobs_status_created)
+    status: Mapped[str] = mapped_column(String(16))
     error_type: Mapped[str | None] = mapped_column(String(64))
     error_message: Mapped[str | None] = mapped_column(Text)
 
@@ -185,6 +184,11 @@ class Job(Base):
         # jobs, bench/RESULTS.md). Led by created_at, it also serves what the plain created_at
         # index did (newest jobs, stale sweeps). Key columns, not INCLUDE: SQLite has none.
         Index("ix_jobs_usage", *USAGE_INDEX_COLUMNS),
+        # The job list (GET /v1/jobs): each filter, then newest first, so any combination reads
+        # one index in order (migration 0015). The status one also serves the stale sweep.
+        Index("ix_jobs_status_created", "status", "created_at", "id"),
+        Index("ix_jobs_source_created", "source_name", "created_at", "id"),
+        Index("ix_jobs_model_created", "model", "provider", "created_at", "id"),
         # What the chainer reads: only the few rows not linked yet, oldest outcome first.
         Index(
             "ix_jobs_unchained",

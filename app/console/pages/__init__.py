@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.console.pages import keys, patterns, playground, snippets, teams, templates_pages
+from app.console.pages import jobs, keys, patterns, playground, snippets, teams, templates_pages
 
 # In the navigation's order (app/console/web.py NAVIGATION).
 PAGE_ROUTERS: tuple[APIRouter, ...] = (
@@ -12,6 +12,7 @@ PAGE_ROUTERS: tuple[APIRouter, ...] = (
     templates_pages.router,
     playground.router,
     snippets.router,
+    jobs.router,
     keys.router,
     teams.router,
 )
