@@ -99,11 +99,22 @@ const genai = (() => {
     }
   }
 
+  // A block that scrolls (a long prompt, a wide table on a phone) must take keyboard focus, or
+  // a keyboard user cannot scroll it; one that fits stays out of the tab order.
+  function focusScrollables() {
+    for (const block of document.querySelectorAll("pre, .text, .table-wrap")) {
+      const scrolls = block.scrollHeight > block.clientHeight + 1 || block.scrollWidth > block.clientWidth + 1;
+      if (scrolls && !block.hasAttribute("tabindex")) block.setAttribute("tabindex", "0");
+    }
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
     wireCopyButtons(document);
     wireJsonFields(document);
+    focusScrollables();
   });
+  window.addEventListener("resize", focusScrollables);
 
-  return { csrf, call, stream };
+  return { csrf, call, stream, focusScrollables };
 })();
 window.genai = genai;
