@@ -4,4 +4,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-PAGE_ROUTERS: tuple[APIRouter, ...] = ()
+from app.console.pages import integrity, usage
+
+PAGE_ROUTERS: tuple[APIRouter, ...] = (usage.router, integrity.router)
