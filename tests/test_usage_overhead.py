@@ -72,9 +72,7 @@ async def http(fake: FakeProviderServer, database_url: str) -> AsyncIterator[htt
 
 
 async def _usage(http: httpx.AsyncClient, **params: str) -> dict[str, Any]:
-    resp = await http.get(
-        "/v1/usage", params={"from": "2026-11-26", "to": "2026-11-27", **params}
-    )
+    resp = await http.get("/v1/usage", params={"from": "2026-11-26", "to": "2026-11-27", **params})
     assert resp.status_code == 200, resp.text
     return dict(resp.json())
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 WIDTH = 640
 HEIGHT = 240
 _LEFT, _RIGHT, _TOP, _BOTTOM = 56, 12, 12, 28  # room for the axis labels
-# Distinguishable for common colour blindness (Okabe–Ito); lines also differ by dash pattern,
+# Distinguishable for common colour blindness (Okabe-Ito); lines also differ by dash pattern,
 # and the table beneath every chart gives the numbers, so colour is never the only cue.
 COLOURS = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000")
 DASHES = ("", "6 3", "2 3", "8 3 2 3", "1 2", "10 4", "4 4")
@@ -53,11 +53,11 @@ def nice_step(span: float, count: int) -> float:
     if span <= 0 or count < 1:
         return 1.0
     raw = span / count
-    power = 10 ** math.floor(math.log10(raw))
+    power = 10.0 ** math.floor(math.log10(raw))
     for multiple in (1, 2, 5, 10):
         if raw <= multiple * power:
-            return multiple * power
-    return 10 * power  # unreachable: raw <= 10 * power by the choice of power
+            return float(multiple * power)
+    return float(10 * power)  # unreachable: raw <= 10 * power by the choice of power
 
 
 def y_ticks(top_value: float, count: int = 4) -> tuple[float, ...]:

@@ -130,7 +130,7 @@ def figure(
     rows = tuple(
         (label, values)
         for at, label in enumerate(labels)
-        if any((values := tuple(line[at] for _, line in series)))
+        if any(values := tuple(line[at] for _, line in series))
     )
     return Figure(
         slug=slug,

@@ -8,7 +8,7 @@ types their sums come back as (PostgreSQL sums integers as numeric).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, case, func, literal_column, select
@@ -135,11 +135,11 @@ def _totals(values: dict[str, Any]) -> dict[str, Any]:
     return {"requests": int(values["requests"]), "statuses": statuses, **sums}
 
 
-def _group_key(row: Mapping[str, Any], dimensions: list[str]) -> tuple[str | None, ...]:
+def _group_key(row: Any, dimensions: Sequence[str]) -> tuple[str | None, ...]:
     return tuple(_value(row[f"g_{name}"]) for name in dimensions)
 
 
-def _row_sums(row: Mapping[str, Any]) -> dict[str, Any]:
+def _row_sums(row: Any) -> dict[str, Any]:
     sums = {name: (float if name in _FLOATS else int)(row[name]) for name in _SUMS}
     sums["requests"] = int(row["requests"])
     for status in JOB_STATUSES:

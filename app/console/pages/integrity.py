@@ -29,7 +29,7 @@ async def _section(visit: Visit, path: str, **params: Any) -> tuple[Any, ApiErro
 async def _page(
     visit: Visit, *, cursor: str = "", verification: Any = None, verify_error: Any = None
 ) -> HTMLResponse:
-    status, status_error = await _section(visit, "/v1/audit/status")
+    audit, status_error = await _section(visit, "/v1/audit/status")
     drift, drift_error = await _section(visit, "/v1/drift")
     keys, keys_error = await _section(visit, "/v1/provenance/keys")
     events, events_error = await _section(
@@ -37,7 +37,7 @@ async def _page(
     )
     return visit.render(
         "integrity.html",
-        status=status,
+        audit=audit,
         status_error=status_error,
         drift=drift,
         drift_error=drift_error,

@@ -26,8 +26,13 @@ router = APIRouter()
 
 Grouping = Literal["", "key", "team", "pattern", "model"]
 Bucket = Literal["hour", "day"]
-GROUPINGS = (("", "Nothing (totals)"), ("key", "Key"), ("team", "Team"), ("pattern", "Pattern"))
-GROUPINGS += (("model", "Model"),)
+GROUPINGS = (
+    ("", "Nothing (totals)"),
+    ("key", "Key"),
+    ("team", "Team"),
+    ("pattern", "Pattern"),
+    ("model", "Model"),
+)
 GROUPING_NAMES: tuple[Grouping, ...] = ("", "key", "team", "pattern", "model")
 # How far back a page starts when no date is given: a day of hours, a month of days.
 DEFAULT_SPAN = {"hour": dt.timedelta(days=1), "day": dt.timedelta(days=30)}
@@ -70,7 +75,9 @@ def _figures(
             labels,
             overhead,
         ),
-        figure("tokens", f"Tokens {per}", "Input, cached and output tokens", labels, sums(tokens_of)),
+        figure(
+            "tokens", f"Tokens {per}", "Input, cached and output tokens", labels, sums(tokens_of)
+        ),
         figure("cost", f"Cost {per} (USD)", "At the configured prices", labels, sums(_cost)),
     ]
 
@@ -104,11 +111,15 @@ async def usage_page(
         start = _start(step, since.strip(), now)
         # Per bucket for the overhead's percentiles (they do not add up across groups) and the
         # totals; per bucket and group for the lines of everything else.
-        report = await visit.api.get("/v1/usage", group_by=step, **{"from": start.isoformat(), "to": now.isoformat()})
+        report = await visit.api.get(
+            "/v1/usage", group_by=step, **{"from": start.isoformat(), "to": now.isoformat()}
+        )
         by_time, totals = report["groups"], report["totals"]
         if dimension is not None:
             report = await visit.api.get(
-                "/v1/usage", group_by=f"{step},{dimension}", **{"from": start.isoformat(), "to": now.isoformat()}
+                "/v1/usage",
+                group_by=f"{step},{dimension}",
+                **{"from": start.isoformat(), "to": now.isoformat()},
             )
         grouped = report["groups"]
     except ApiError as exc:  # a window too long for hours, say: shown beside the form
