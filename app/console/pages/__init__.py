@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.console.pages import integrity, usage
+from app.console.pages import integrity, playground, usage
 
-PAGE_ROUTERS: tuple[APIRouter, ...] = (usage.router, integrity.router)
+PAGE_ROUTERS: tuple[APIRouter, ...] = (playground.router, usage.router, integrity.router)

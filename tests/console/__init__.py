@@ -1,0 +1,1 @@
+"""Browser tests of the web console (/console), driven through Debian's Chromium."""
