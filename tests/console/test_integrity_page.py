@@ -42,9 +42,11 @@ async def test_the_chain_verifies_then_a_tampered_job_is_reported(
     job_id, seq = await _chained_job(service)
 
     await sign_in(page, service.base_url, service.admin_key)
-    await page.get_by_role("navigation", name="Console pages").get_by_role(
-        "link", name="Integrity"
-    ).click()
+    await (
+        page.get_by_role("navigation", name="Console pages")
+        .get_by_role("link", name="Integrity")
+        .click()
+    )
     await expect(page.get_by_role("heading", level=1)).to_have_text("Integrity")
     await expect(page.locator("#audit-state")).to_contain_text("Last checkpoint")
     await expect(page.get_by_role("table", name=re.compile("Newest first"))).to_be_visible()

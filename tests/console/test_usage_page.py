@@ -38,7 +38,11 @@ async def test_usage_charts_show_completions_and_a_complete_key_sees_its_own_onl
     own, admin = _key_id(service.complete_key), _key_id(service.admin_key)
 
     await sign_in(page, service.base_url, service.admin_key)
-    await page.get_by_role("navigation", name="Console pages").get_by_role("link", name="Usage").click()
+    await (
+        page.get_by_role("navigation", name="Console pages")
+        .get_by_role("link", name="Usage")
+        .click()
+    )
     await expect(page.get_by_role("heading", level=1)).to_have_text("Usage")
     # Group by key from the keyboard: focus the select, choose, submit with Enter.
     await page.get_by_label("Group by").focus()
