@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 WIDTH = 640
 HEIGHT = 240
-_LEFT, _RIGHT, _TOP, _BOTTOM = 56, 12, 12, 28  # room for the axis labels
+_LEFT, _RIGHT, _TOP, _BOTTOM = 72, 16, 12, 28  # room for the axis labels
 # Distinguishable for common colour blindness (Okabe-Ito); lines also differ by dash pattern,
 # and the table beneath every chart gives the numbers, so colour is never the only cue.
 COLOURS = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000")
