@@ -64,7 +64,7 @@ SHAPES: tuple[tuple[str, ...], ...] = (
     ("model",),
     ("day",),
     ("team", "day"),
-    ("hour",),  # the console's usage charts (overhead percentiles in every group)
+    ("hour",),  # the console's usage charts: with the overhead percentiles (overhead=true)
 )
 _PROMPT = json.dumps({"system": "You are a careful assistant. " * 12, "user": "<redacted> " * 20})
 _COLUMNS = (
@@ -216,6 +216,7 @@ async def _time_queries(
                     end=now,
                     start=now - dt.timedelta(days=30),
                     key=_key(7) if one_key else None,
+                    overhead="hour" in shape,
                 )
                 groups = await repository.groups(query)  # warms the cache
                 took = []

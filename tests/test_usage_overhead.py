@@ -80,7 +80,7 @@ async def _usage(http: httpx.AsyncClient, **params: str) -> dict[str, Any]:
 async def test_usage_by_hour_gives_each_hour_its_overhead_percentiles(
     http: httpx.AsyncClient,
 ) -> None:
-    report = await _usage(http, group_by="hour")
+    report = await _usage(http, group_by="hour", overhead="true")
     hours = {group["group"]["hour"]: group for group in report["groups"]}
     assert list(hours) == ["2026-11-26T09:00:00Z", "2026-11-26T11:00:00Z"]
     nine, eleven = hours.values()
@@ -95,12 +95,17 @@ async def test_usage_by_hour_gives_each_hour_its_overhead_percentiles(
     assert abs(totals["overhead_p99_ms"] - 500.0) <= _width_at(500.0)
 
 
-async def test_an_hourly_report_is_bounded_to_a_month(http: httpx.AsyncClient) -> None:
+async def test_an_hourly_report_is_bounded_and_percentiles_come_only_when_asked(
+    http: httpx.AsyncClient,
+) -> None:
     resp = await http.get(
         "/v1/usage", params={"group_by": "hour", "from": "2026-09-01", "to": "2026-11-27"}
     )
     assert resp.status_code == 422
     assert "31 days" in resp.text
-    # The same window by day is fine, and the groups still add up to the totals.
+    # The same window by day is fine, and the groups still add up to the totals; without
+    # `overhead` the percentiles are not computed.
     report = await _usage(http, group_by="day,model")
     assert sum(group["requests"] for group in report["groups"]) == report["totals"]["requests"]
+    assert report["totals"]["overhead_p50_ms"] is None
+    assert {group["overhead_p99_ms"] for group in report["groups"]} == {None}

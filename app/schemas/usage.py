@@ -104,6 +104,12 @@ class UsageQuery(FrozenModel):
         description="Only this model, written `provider/model`.",
     )
     provider: str | None = Field(default=None, pattern=PROVIDER, description="Only this one's.")
+    overhead: bool = Field(
+        default=False,
+        description="Also each group's overhead percentiles (`overhead_p50_ms`, "
+        "`overhead_p99_ms`); the database then counts every group into a histogram, which "
+        "makes a report over many jobs slower. Without it they are null.",
+    )
 
     @field_validator("end")
     @classmethod
@@ -171,7 +177,8 @@ class UsageTotals(FrozenModel):
     overhead_p50_ms: float | None = Field(
         default=None,
         description="The gateway's own time per job (latency minus upstream time), median, in "
-        "ms; estimated from a histogram with buckets 19% wide. Null: no finished jobs.",
+        "ms; estimated from a histogram with buckets 19% wide. Null: no finished jobs, or "
+        "`overhead` was not asked for.",
     )
     overhead_p99_ms: float | None = Field(default=None, description="The same, 99th percentile.")
 

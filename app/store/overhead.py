@@ -33,11 +33,17 @@ def bucket_expression() -> ColumnElement[Any]:
     The bounds are literals, not parameters: the expression is grouped by, and PostgreSQL
     would take a GROUP BY with `$1` and a SELECT with `$2` for two different expressions.
     """
-    whens = [
-        (_OVERHEAD_MS.op("<")(literal_column(repr(bound))), index)
-        for index, bound in enumerate(BOUNDS_MS)
-    ]
-    return case((Job.latency_ms.is_(None), None), *whens, else_=len(BOUNDS_MS))
+    return case((Job.latency_ms.is_(None), None), else_=_search(0, len(BOUNDS_MS)))
+
+
+def _search(low: int, high: int) -> Any:
+    """The bucket among low..high as a binary search: 7 comparisons a row, not up to 80 (a
+    flat CASE ladder made a million-job report 2-3 times slower on SQLite)."""
+    if low == high:
+        return literal_column(str(low))
+    middle = (low + high) // 2  # bucket `middle` ends at BOUNDS_MS[middle]
+    below = _OVERHEAD_MS.op("<")(literal_column(repr(BOUNDS_MS[middle])))
+    return case((below, _search(low, middle)), else_=_search(middle + 1, high))
 
 
 def _lower(bucket: int) -> float:

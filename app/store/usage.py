@@ -11,7 +11,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, case, func, literal_column, select
+from sqlalchemy import ColumnElement, and_, case, func, literal_column, null, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import InstrumentedAttribute
@@ -176,7 +176,8 @@ class UsageRepository:
         group's rows are at most its buckets in use), so percentiles come out of the same one
         pass over the index; the rows of a group are added up here."""
         keys = [DIMENSIONS[name].label(f"g_{name}") for name in query.group_by]
-        bucket = bucket_expression().label("overhead_bucket")
+        # The overhead's histogram only when asked: it multiplies the rows grouped.
+        bucket = (bucket_expression() if query.overhead else null()).label("overhead_bucket")
         statuses = [
             func.count(case((Job.status == status, 1), else_=None)).label(f"n_{status}")
             for status in JOB_STATUSES
@@ -185,7 +186,7 @@ class UsageRepository:
         statement = (
             select(*keys, bucket, func.count().label("requests"), *statuses, *sums)
             .where(*_filters(query))
-            .group_by(*keys, bucket)
+            .group_by(*keys, *([bucket] if query.overhead else []))
             .order_by(*(key.asc().nulls_last() for key in keys))
         )
         if query.key is None and query.team is None:
@@ -210,11 +211,13 @@ class UsageRepository:
             UsageGroup(
                 group=dict(zip(query.group_by, group, strict=True)),
                 **_totals(values),
-                **_with_overhead(histograms[group]),
+                **(_with_overhead(histograms[group]) if query.overhead else {}),
             )
             for group, values in found.items()
         ]
-        totals = add_up(groups).model_copy(update=_with_overhead(merged(histograms.values())))
+        totals = add_up(groups)
+        if query.overhead:
+            totals = totals.model_copy(update=_with_overhead(merged(histograms.values())))
         return groups, totals
 
 

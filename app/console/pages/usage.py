@@ -112,7 +112,10 @@ async def usage_page(
         # Per bucket for the overhead's percentiles (they do not add up across groups) and the
         # totals; per bucket and group for the lines of everything else.
         report = await visit.api.get(
-            "/v1/usage", group_by=step, **{"from": start.isoformat(), "to": now.isoformat()}
+            "/v1/usage",
+            group_by=step,
+            overhead="true",
+            **{"from": start.isoformat(), "to": now.isoformat()},
         )
         by_time, totals = report["groups"], report["totals"]
         if dimension is not None:
