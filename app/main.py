@@ -12,6 +12,7 @@ from app import __version__
 from app.api import (
     audit_chain,  # the audit chain (issue 20)
     audit_events,  # the admin event log (issue 20)
+    audit_status,  # the audit trail's state, for the console (issue 21)
     chat,
     completions,
     health,
@@ -106,6 +107,7 @@ API_MODULES = (
     provenance,  # signed envelopes (issue 20)
     audit_events,  # the admin event log (issue 20)
     audit_chain,  # the audit chain (issue 20)
+    audit_status,  # the audit trail's state, for the console (issue 21)
 )
 
 

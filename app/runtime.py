@@ -374,7 +374,9 @@ class _Store:
     audit: AuditTrail
 
 
-async def _audit_store(settings: Settings, database: Database, keys: _Keys) -> _Store:
+async def _audit_store(
+    settings: Settings, database: Database, keys: _Keys, metrics: Metrics
+) -> _Store:
     """The writer is started here: completions a stop could not write are restored first,
     before anything new is queued."""
     audit = settings.audit
@@ -390,7 +392,12 @@ async def _audit_store(settings: Settings, database: Database, keys: _Keys) -> _
     await writer.restore_spooled()
     writer.start()
     trail = AuditTrail(
-        jobs=jobs, writer=writer, redactor=keys.redactor, vault=keys.vault, mode=audit.mode
+        jobs=jobs,
+        writer=writer,
+        redactor=keys.redactor,
+        vault=keys.vault,
+        mode=audit.mode,
+        on_redacted=metrics.count_redactions,
     )
     return _Store(database=database, jobs=jobs, writer=writer, audit=trail)
 
@@ -557,7 +564,7 @@ async def build_runtime(settings: Settings, *, patterns: PatternCatalog | None =
     keys = _Keys.load(settings)
     authenticator = _authenticator(settings, database, keys)
     metrics = Metrics(labels=_label_vocabulary(settings, models.rules.policy, models.patterns))
-    store = await _audit_store(settings, database, keys)
+    store = await _audit_store(settings, database, keys, metrics)
     deliveries = DeliveryRepository(database.sessions, postgres=not database.is_sqlite)
     webhooks = dispatcher_from_settings(settings.webhooks, deliveries=deliveries, metrics=metrics)
     events: EventSink = webhooks if webhooks is not None else NoEvents()

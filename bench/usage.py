@@ -59,7 +59,13 @@ MODELS = (
 )
 STATUSES = ("completed",) * 90 + ("cached",) * 5 + ("failed",) * 4 + ("pending",)
 # What is timed: each grouping over the last 30 days, for everyone and for one key.
-SHAPES: tuple[tuple[str, ...], ...] = (("key",), ("model",), ("day",), ("team", "day"))
+SHAPES: tuple[tuple[str, ...], ...] = (
+    ("key",),
+    ("model",),
+    ("day",),
+    ("team", "day"),
+    ("hour",),  # the console's usage charts: with the overhead percentiles (overhead=true)
+)
 _PROMPT = json.dumps({"system": "You are a careful assistant. " * 12, "user": "<redacted> " * 20})
 _COLUMNS = (
     "id",
@@ -85,6 +91,8 @@ _COLUMNS = (
     "key_id",
     "team",
     "streamed",
+    "latency_ms",
+    "upstream_latency_ms",
     "prompt_redacted",
     "redaction_map",
     "snippet_ids",
@@ -122,6 +130,8 @@ def _rows(count: int, now: dt.datetime, seed: int = 18) -> Iterator[tuple[Any, .
         prompt = rng.randrange(200, 4000)
         cached = rng.randrange(0, prompt) if rng.random() < 0.3 else 0
         output = rng.randrange(10, 800)
+        upstream = rng.uniform(200.0, 3000.0)
+        overhead = rng.lognormvariate(1.0, 0.8)  # a few ms, a long tail
         yield (
             uuid.UUID(int=rng.getrandbits(128)).hex,
             when,
@@ -146,6 +156,8 @@ def _rows(count: int, now: dt.datetime, seed: int = 18) -> Iterator[tuple[Any, .
             _key(key),
             f"team-{key % TEAMS:02d}",
             False,
+            upstream + overhead if billed else None,
+            upstream if billed else None,
             _PROMPT,
             "{}",
             "[]",
@@ -204,6 +216,7 @@ async def _time_queries(
                     end=now,
                     start=now - dt.timedelta(days=30),
                     key=_key(7) if one_key else None,
+                    overhead="hour" in shape,
                 )
                 groups = await repository.groups(query)  # warms the cache
                 took = []

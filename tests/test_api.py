@@ -499,6 +499,7 @@ async def test_openapi_has_stable_operation_ids_and_examples(client: httpx.Async
         "testPattern",  # pattern tests (issue 19, tests/test_pattern_tests_api.py)
         "listSigningKeys",  # signed envelopes (issue 20, tests/test_signing.py)
         "verifyAuditChain",  # the audit chain (issue 20, tests/test_audit_chain_http.py)
+        "getAuditStatus",  # the audit trail's state (issue 21, tests/console/test_integrity.py)
         "listAdminEvents",  # the admin event log (issue 20, tests/test_admin_events.py)
         "listJobs",  # the job list (issue 21, tests/test_jobs_list_api.py)
     }

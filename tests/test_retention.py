@@ -316,7 +316,7 @@ async def test_migration_partitions_the_rows_an_earlier_release_wrote_and_goes_b
                     "WHERE chain_seq IS NOT NULL"
                 )
             )
-        await database.migrate("0013")  # the indexes as 0013 found them (0015 changes some)
+        await database.migrate("0013")  # the indexes as 0013 found them (0015 and 0016 change some)
         async with database.engine.connect() as conn:
             chained = await conn.scalar(text("SELECT chain_seq FROM jobs WHERE id = 'jan'"))
             chain_index = await conn.scalar(

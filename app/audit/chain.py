@@ -116,6 +116,11 @@ class ChainVerifier:
         self._grace = dt.timedelta(seconds=unchained_grace_seconds)
         self._page = page
 
+    @property
+    def chain(self) -> ChainRepository:
+        """The chain verified, for reads that need no walk (its head, its backlog)."""
+        return self._chain
+
     async def verify(
         self, from_seq: int = 1, to_seq: int | None = None, *, max_entries: int | None = None
     ) -> ChainReport:

@@ -13,7 +13,7 @@ from app.store import keyset
 from app.store.jobs import JobFilter, JobRepository
 from app.store.records import SourceUse, StoredJob
 from app.store.secrets import ReplayVault, VaultError
-from app.store.usage import UsageRepository, add_up
+from app.store.usage import UsageRepository
 from app.store.writer import AuditWriter
 
 
@@ -68,7 +68,7 @@ class JobReader:
     async def usage(self, query: UsageQuery) -> UsageReport:
         """Requests, tokens and cost in the query's window, grouped (queued writes first)."""
         await self.writer.catch_up()
-        groups = await self.usage_sums.groups(query)
+        groups, totals = await self.usage_sums.report(query)
         filters = {
             name: value
             for name in ("key", "team", "pattern", "model", "provider")
@@ -79,7 +79,7 @@ class JobReader:
             group_by=query.group_by,
             filters=filters,
             groups=groups,
-            totals=add_up(groups),
+            totals=totals,
         )
 
     def replay_inputs(self, job: StoredJob) -> dict[str, Any]:

@@ -73,8 +73,11 @@ class AuditTrail:
         redactor: Redactor,
         vault: ReplayVault | None,
         mode: AuditMode = "before-call",
+        on_redacted: Callable[[dict[str, str]], None] | None = None,
     ) -> None:
         self.jobs = jobs
+        # Told each finished record's redaction map (token → category): the metrics count it.
+        self._on_redacted = on_redacted
         self.writer = writer
         self.records = RecordBuilder(redactor, vault)
         self.reader = JobReader(jobs=jobs, writer=writer, vault=vault)
@@ -155,8 +158,14 @@ class AuditTrail:
             outcome = await off_loop(storable, size)
         except asyncio.CancelledError:
             # The request is being cancelled: its outcome is still recorded, inline.
-            self.writer.submit(storable())
+            outcome = storable()
+            self._submit(outcome)
             raise
+        self._submit(outcome)
+
+    def _submit(self, outcome: JobOutcome) -> None:
+        if self._on_redacted is not None:
+            self._on_redacted(outcome.redaction_map)
         self.writer.submit(outcome)
 
     async def completed(
@@ -197,7 +206,7 @@ class AuditTrail:
         Redaction here is inline, but bounded: only a prefix of each attempt is ever scanned.
         """
         outcome = self.records.cancelled(job, run, reason=reason)
-        self.writer.submit(outcome.made_storable(also_escaped=job.escaped_fields))
+        self._submit(outcome.made_storable(also_escaped=job.escaped_fields))
 
     async def interrupt_stale(self, *, older_than_seconds: float) -> int:
         """Marks `interrupted` the pending records no live process can still complete.

@@ -219,6 +219,14 @@ class Metrics:
             "genai_replay_reveals_total",
             "Replays that returned the raw (unredacted) prompt.",
         )
+        # Categories are the redactor's own fixed list (app/audit/redaction.py): bounded as is.
+        self.redactions = Counter(
+            "genai_redactions",
+            "Values redacted from finished audit records, by category (each distinct value once "
+            "per record).",
+            ["category"],
+            registry=families.registry,
+        )
         self.audit_backlog = families.plain_gauge(
             "genai_audit_backlog",
             "Job completions queued for the store (summed over live workers).",
@@ -280,6 +288,14 @@ class Metrics:
             "genai_cost_usd_total it is what the cache saved.",
             ["provider", "model"],
         )
+
+    def count_redactions(self, redaction_map: dict[str, str]) -> None:
+        """Count a finished record's redacted values (its map: token → category)."""
+        counts: dict[str, int] = {}
+        for category in redaction_map.values():
+            counts[category] = counts.get(category, 0) + 1
+        for category, count in counts.items():
+            self.redactions.labels(category).inc(count)
 
     def record_usage(
         self,

@@ -33,7 +33,14 @@ from app.schemas.base import (
     is_snippet_label,
     unsafe_input,
 )
-from app.schemas.chain import ChainProblem, ChainProblemKind, ChainReport
+from app.schemas.chain import (
+    AuditCounters,
+    AuditStatus,
+    ChainProblem,
+    ChainProblemKind,
+    ChainReport,
+    CheckpointSummary,
+)
 from app.schemas.conversation import (
     CacheControl,
     ImagePart,
@@ -268,3 +275,4 @@ from app.schemas.events import ActorKind, AdminEvent, AdminEventPage  # noqa: E4
 
 __all__ += ["ActorKind", "AdminEvent", "AdminEventPage"]
 __all__ += ["ChainProblem", "ChainProblemKind", "ChainReport"]
+__all__ += ["AuditCounters", "AuditStatus", "CheckpointSummary"]

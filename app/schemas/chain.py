@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import datetime as dt
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -37,3 +38,37 @@ class ChainReport(FrozenModel):
     next_from: int | None = Field(
         default=None, description="More entries remain: verify again from here."
     )
+
+
+class CheckpointSummary(FrozenModel):
+    """A signed statement of the chain head, as stored."""
+
+    seq: int
+    signed_at: dt.datetime
+    reason: str = Field(description="periodic, prune, shutdown or manual.")
+    kid: str | None = Field(description="The signing key's id; null: stored unsigned.")
+    detail: dict[str, Any]
+
+
+class AuditCounters(FrozenModel):
+    """This service's own counters since it started (summed over its workers)."""
+
+    template_fallbacks: int = Field(description="Renders that used the fallback prompt.")
+    drift_detections: dict[str, int] = Field(description="Sources found changed, by kind.")
+    redactions: dict[str, int] = Field(
+        description="Values redacted from stored records, by category (once per record)."
+    )
+
+
+class AuditStatus(FrozenModel):
+    """Where the audit trail stands: the chain's head and backlogs, the last checkpoint."""
+
+    chain_enabled: bool
+    head_seq: int | None = Field(description="The chain's last entry (null: chain off).")
+    unchained: int | None = Field(
+        description="Finished records the chainer has not linked yet (null: chain off)."
+    )
+    writer_backlog: int = Field(description="Records queued for the store by this process.")
+    writer_stuck: bool
+    last_checkpoint: CheckpointSummary | None
+    counters: AuditCounters

@@ -16,13 +16,15 @@ from app.schemas.base import FrozenModel
 from app.schemas.jobs import JobStatus
 from app.schemas.keys import TEAM_NAME
 
-UsageDimension = Literal["key", "team", "pattern", "model", "provider", "day"]
+UsageDimension = Literal["key", "team", "pattern", "model", "provider", "day", "hour"]
 USAGE_DIMENSIONS: tuple[str, ...] = get_args(UsageDimension)
 JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)
 
 DEFAULT_WINDOW = dt.timedelta(days=30)
 # A window is read by index range; past a year and a month the answer is an export, not a report.
 MAX_WINDOW = dt.timedelta(days=400)
+# Hourly buckets over a longer window would be a series too long to draw or read.
+MAX_HOURLY_WINDOW = dt.timedelta(days=31)
 
 KEY_ID = r"^[0-9a-f]{16}$"
 PROVIDER = r"^[a-z0-9][a-z0-9_-]{0,31}$"
@@ -73,7 +75,8 @@ class UsageQuery(FrozenModel):
         default_factory=list,
         max_length=len(USAGE_DIMENSIONS),
         description="Group by one or more of key, team, pattern, model (`provider/model`), "
-        "provider, day (UTC date); comma-separated or repeated. None: one group, the totals.",
+        "provider, day (UTC date), hour (UTC hour, `2026-11-27T08:00:00Z`; a window of at most "
+        "31 days); comma-separated or repeated. None: one group, the totals.",
     )
     # `to` before `from`: the default start is counted back from the end.
     end: Instant = Field(
@@ -101,6 +104,12 @@ class UsageQuery(FrozenModel):
         description="Only this model, written `provider/model`.",
     )
     provider: str | None = Field(default=None, pattern=PROVIDER, description="Only this one's.")
+    overhead: bool = Field(
+        default=False,
+        description="Also each group's overhead percentiles (`overhead_p50_ms`, "
+        "`overhead_p99_ms`); the database then counts every group into a histogram, which "
+        "makes a report over many jobs slower. Without it they are null.",
+    )
 
     @field_validator("end")
     @classmethod
@@ -118,6 +127,10 @@ class UsageQuery(FrozenModel):
             raise ValueError("must be before `to` (`from` is inclusive, `to` exclusive)")
         if end - start > MAX_WINDOW:
             raise ValueError(f"the window may span at most {MAX_WINDOW.days} days")
+        if "hour" in info.data.get("group_by", ()) and end - start > MAX_HOURLY_WINDOW:
+            raise ValueError(
+                f"grouped by hour, the window may span at most {MAX_HOURLY_WINDOW.days} days"
+            )
         return start
 
     @field_validator("model")
@@ -161,6 +174,13 @@ class UsageTotals(FrozenModel):
         description="What the provider's prompt cache saved against the same tokens uncached "
         "(negative when writes cost more than the reads saved)."
     )
+    overhead_p50_ms: float | None = Field(
+        default=None,
+        description="The gateway's own time per job (latency minus upstream time), median, in "
+        "ms; estimated from a histogram with buckets 19% wide. Null: no finished jobs, or "
+        "`overhead` was not asked for.",
+    )
+    overhead_p99_ms: float | None = Field(default=None, description="The same, 99th percentile.")
 
 
 class UsageGroup(UsageTotals):

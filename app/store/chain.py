@@ -378,6 +378,23 @@ class ChainRepository:
             return [(int(row[0]), str(row[1])) for row in await session.execute(query)]
 
     @store_seam
+    async def last_checkpoint(self) -> Checkpoint | None:
+        """The newest checkpoint: what a cut tail would be measured against."""
+        async with self._sessions() as session:
+            return await self._last(session)
+
+    @store_seam
+    async def unchained_count(self) -> int:
+        """Finished records not linked yet, every source (the chainer's backlog); the partial
+        index on `chain_seq IS NULL` keeps this to the few rows waiting."""
+        total = 0
+        async with self._sessions() as session:
+            for source in self.sources.values():
+                query = select(func.count()).select_from(source.table).where(*source.unchained())
+                total += int((await session.execute(query)).scalar_one())
+        return total
+
+    @store_seam
     async def unchained_before(self, kind: str, moment: dt.datetime) -> str | None:
         """A finished record that should have been linked by `moment` and was not: inserted
         behind the service's back (or the chainer stopped)."""

@@ -101,6 +101,9 @@ USAGE_INDEX_COLUMNS = (
     "reasoning_tokens",
     "cost_usd",
     "cache_saved_usd",
+    # The gateway's overhead (latency minus upstream time) for the percentiles (0016).
+    "latency_ms",
+    "upstream_latency_ms",
 )
 
 

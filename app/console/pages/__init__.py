@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.console.pages import jobs, keys, patterns, playground, snippets, teams, templates_pages
+from app.console.pages import (
+    integrity,
+    jobs,
+    keys,
+    patterns,
+    playground,
+    snippets,
+    teams,
+    templates_pages,
+    usage,
+)
 
 # In the navigation's order (app/console/web.py NAVIGATION).
 PAGE_ROUTERS: tuple[APIRouter, ...] = (
@@ -15,4 +25,6 @@ PAGE_ROUTERS: tuple[APIRouter, ...] = (
     jobs.router,
     keys.router,
     teams.router,
+    usage.router,
+    integrity.router,
 )

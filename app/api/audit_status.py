@@ -1,0 +1,58 @@
+"""Where the audit trail stands, over HTTP (admin only): the chain's head, what waits to be
+linked or written, the last checkpoint and the counters an operator watches (issue 21)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from app.api.deps import AuditBacklogDep, IsAdmin, MetricsDep
+from app.api.errors import error_responses
+from app.observability.counter_values import counter_values
+from app.runtime import Runtime
+from app.schemas import AuditCounters, AuditStatus, CheckpointSummary
+
+router = APIRouter(prefix="/v1/audit", tags=["audit"], dependencies=[IsAdmin])
+
+
+@router.get(
+    "/status",
+    operation_id="getAuditStatus",
+    summary="The audit chain's head, its unlinked records, the writer's queue, the last "
+    "checkpoint, and the fallback-prompt, drift and redaction counters",
+    description="Counters are this service's since it started, summed over its workers (as "
+    "`/metrics` shows them). With the chain off, `head_seq` and `unchained` are null.",
+    responses=error_responses(),
+)
+async def get_audit_status(
+    request: Request, backlog: AuditBacklogDep, metrics: MetricsDep
+) -> AuditStatus:
+    runtime: Runtime = request.app.state.runtime
+    counters = AuditCounters(
+        template_fallbacks=sum(counter_values(metrics, "genai_template_fallbacks").values()),
+        drift_detections=counter_values(metrics, "genai_drift_detections", "source_kind"),
+        redactions=counter_values(metrics, "genai_redactions", "category"),
+    )
+    head = unchained = None
+    last = None
+    if runtime.chain is not None:
+        chain = runtime.chain.chain
+        head = (await chain.head()).seq
+        unchained = await chain.unchained_count()
+        last = await chain.last_checkpoint()
+    return AuditStatus(
+        chain_enabled=runtime.chain is not None,
+        head_seq=head,
+        unchained=unchained,
+        writer_backlog=backlog.backlog,
+        writer_stuck=backlog.stuck,
+        last_checkpoint=None
+        if last is None
+        else CheckpointSummary(
+            seq=last.seq,
+            signed_at=last.signed_at,
+            reason=last.reason,
+            kid=last.kid,
+            detail=last.detail,
+        ),
+        counters=counters,
+    )
