@@ -108,7 +108,7 @@ class UsageQuery(FrozenModel):
         default=False,
         description="Also each group's overhead percentiles (`overhead_p50_ms`, "
         "`overhead_p99_ms`); the database then counts every group into a histogram, which "
-        "makes a report over many jobs slower. Without it they are null.",
+        "makes a report over many jobs slower. Without it both are empty.",
     )
 
     @field_validator("end")
