@@ -95,6 +95,9 @@ async def test_sign_in_refuses_a_bad_key_a_forged_form_and_a_redirect_elsewhere(
     assert wrong.status_code == 401
     assert "not valid" in wrong.text and "genai_console=" not in wrong.headers.get("set-cookie", "")
 
+    endless = await sign_in(web, "gsk_" + "x" * 5000)  # told on the page, not a JSON 422
+    assert endless.status_code == 401 and "text/html" in endless.headers["content-type"]
+
     forged = await web.post("/console/login", data={"key": key, "csrf": "forged"})
     assert forged.status_code == 403 and "expired" in forged.text
 

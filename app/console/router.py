@@ -29,6 +29,7 @@ from app.console.web import PREFIX, STATIC, ConsoleHeaders, Pages
 from app.errors import GenAIError
 from app.runtime import Runtime
 
+_MAX_KEY_CHARS = 500  # far longer than any key; what is cut off makes a longer one invalid
 LOGIN_COOKIE = "genai_console_login"  # the sign-in form's own CSRF token (double submit)
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
@@ -89,7 +90,7 @@ async def sign_in_form(request: Request, next: str | None = None) -> Response:
 @router.post("/login")
 async def sign_in(
     request: Request,
-    key: Annotated[str, Form(max_length=500)] = "",
+    key: Annotated[str, Form()] = "",  # any length: a wrong one is told so on the page
     csrf: Annotated[str, Form(alias=CSRF_FIELD, max_length=100)] = "",
     next: Annotated[str, Form(max_length=2000)] = PREFIX,
 ) -> Response:
@@ -101,7 +102,7 @@ async def sign_in(
             status=403,
         )
     try:
-        token, session = await sessions_of(request).sign_in(key)
+        token, session = await sessions_of(request).sign_in(key[:_MAX_KEY_CHARS])
     except GenAIError as exc:
         return _sign_in_page(
             request, next_path=_back_to(next), error=exc.message, status=exc.status_code
