@@ -5,6 +5,7 @@ reported at the right entry, through the verifier and through `genai audit verif
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import itertools
 import json
@@ -16,11 +17,12 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from sqlalchemy import text
+from sqlalchemy import Select, select, text
+from sqlalchemy.dialects import sqlite
 
 from app.audit.chain import ChainVerifier
 from app.config import Settings
-from app.store.chain import ChainRepository, CheckpointPolicy
+from app.store.chain import JOB_SOURCE, ChainRepository, CheckpointPolicy
 from app.store.db import Database
 from app.store.jobs import JobRepository
 from app.store.records import JobOutcome, PendingJob
@@ -441,3 +443,38 @@ async def test_a_second_source_is_one_registration_and_shares_the_one_sequence(
         await connection.execute(text("UPDATE chain_test_events SET action = 'z' WHERE id = 2"))
     problem = (await verifier.verify()).problem
     assert problem is not None and (problem.kind, problem.seq, problem.ref) == ("edited", 5, "2")
+
+
+async def test_on_sqlite_the_chainer_reads_its_partial_index_whatever_the_statistics_say(
+    database: Database,
+) -> None:
+    """Statistics that misjudge the partial index (a bulk load, a sampled ANALYZE) made SQLite
+    scan and sort all of `jobs` for every batch: 3 records linked a second on a million jobs."""
+    if not database.is_sqlite:
+        pytest.skip("the hint is SQLite's INDEXED BY; PostgreSQL plans from its own statistics")
+    await _jobs(database, 3)
+    path = str(database.engine.url.database)
+    misleading = sqlite3.connect(path, isolation_level=None)
+    try:
+        misleading.execute("ANALYZE")
+        misleading.execute("DELETE FROM sqlite_stat1 WHERE tbl = 'jobs'")
+        misleading.executemany(  # what such a load left: the partial index "bigger" than jobs
+            "INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('jobs', ?, ?)",
+            [("ix_jobs_unchained", "13939200 2 1"), ("sqlite_autoindex_jobs_1", "560660 1")],
+        )
+        misleading.execute("ANALYZE sqlite_schema")  # reload the statistics
+    finally:
+        misleading.close()
+    table = JOB_SOURCE.table
+    oldest = select(table).order_by(table.c.completed_at, table.c.id).limit(20)
+
+    def plan(query: Select[Any]) -> str:
+        sql = str(query.compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True}))
+        with contextlib.closing(sqlite3.connect(path)) as connection:
+            return " | ".join(row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {sql}"))
+
+    unhinted = plan(oldest.where(*JOB_SOURCE.unchained()))
+    assert "TEMP B-TREE" in unhinted  # the statistics do mislead the planner
+    assert plan(JOB_SOURCE.unlinked(oldest)) == "SCAN jobs USING INDEX ix_jobs_unchained"
+    built = _chain(database, Signer(Ed25519PrivateKey.generate()))
+    assert (await built.repo.append(limit=10)).entries == 3

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, bindparam, func, insert, select, text, update
+from sqlalchemy import ColumnElement, Select, Table, bindparam, func, insert, select, text, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -51,6 +51,17 @@ class ChainSource:
     order_by: str  # when the record became final: the chain links records in this order
     record_at: str  # when it was created: what a prune's cut-off is compared against
     finished: ColumnElement[bool] | None = None  # rows still changing are left for later
+    # The partial index of the rows not linked yet. SQLite is told to use it: with statistics
+    # that misjudge it (a bulk load, a sampled ANALYZE) it scanned and sorted all of `jobs` for
+    # every batch, linking 3 records a second on a million jobs instead of thousands.
+    index: str = ""
+
+    def unlinked(self, query: Select[Any]) -> Select[Any]:
+        """`query` over this source's unlinked rows, through their partial index."""
+        hinted = query.where(*self.unchained())
+        if self.index:
+            hinted = hinted.with_hint(self.table, f"INDEXED BY {self.index}", "sqlite")
+        return hinted
 
     def unchained(self) -> list[ColumnElement[bool]]:
         conditions: list[ColumnElement[bool]] = [self.table.c[CHAIN_COLUMN].is_(None)]
@@ -63,12 +74,14 @@ JOB_SOURCE = ChainSource(
     order_by="completed_at",
     record_at="created_at",
     finished=Job.status != "pending",
+    index="ix_jobs_unchained",
 )
 EVENT_SOURCE = ChainSource(  # admin actions: final when written
     kind="event",
     table=AuditEvent.__table__,  # type: ignore[arg-type]
     order_by="at",
     record_at="at",
+    index="ix_audit_events_unchained",
 )
 CHAIN_SOURCES: tuple[ChainSource, ...] = (JOB_SOURCE, EVENT_SOURCE)
 
@@ -182,8 +195,7 @@ class ChainRepository:
         for source in self.sources.values():
             table = source.table
             query = (
-                select(table)
-                .where(*source.unchained())
+                source.unlinked(select(table))
                 .order_by(table.c[source.order_by], table.c.id)
                 .limit(limit)
             )
@@ -390,7 +402,7 @@ class ChainRepository:
         total = 0
         async with self._sessions() as session:
             for source in self.sources.values():
-                query = select(func.count()).select_from(source.table).where(*source.unchained())
+                query = source.unlinked(select(func.count()).select_from(source.table))
                 total += int((await session.execute(query)).scalar_one())
         return total
 
@@ -401,8 +413,8 @@ class ChainRepository:
         source = self.sources[kind]
         table = source.table
         query = (
-            select(table.c.id)
-            .where(*source.unchained(), table.c[source.order_by] < moment)
+            source.unlinked(select(table.c.id))
+            .where(table.c[source.order_by] < moment)
             .order_by(table.c[source.order_by])
             .limit(1)
         )

@@ -30,6 +30,7 @@ from sqlalchemy.pool import NullPool
 
 from app.config import Settings
 from app.errors import ConfigurationError, StoreUnavailable
+from app.store import sqlite_hints  # noqa: F401  (registers INDEXED BY for SQLite queries)
 from app.store.lane import HeldConnectionLane, PooledLane, WriteLane
 from app.store.private import create_private_file, ensure_private_dir
 
