@@ -39,11 +39,20 @@ ERRORS = (
 _PROMPT = json.dumps(
     {
         "system": "You are the support assistant of <ORG_1>. Answer in a calm tone. " * 6,
-        "user": "Hello, I am <PERSON_1> (<EMAIL_1>) and my card <CARD_1> was charged twice. " * 3,
+        "messages": [
+            {
+                "role": "user",
+                "content": "Hello, I am <PERSON_1> (<EMAIL_1>) and my card <CARD_1> was "
+                "charged twice. " * 3,
+            }
+        ],
     }
 )
 _ANSWER = "Thank you for writing. Under policy RF-2 a duplicate charge is refunded in full. " * 4
-_MAP = json.dumps({"PERSON": 1, "EMAIL": 1, "CARD": 1, "ORG": 1})
+# What the redactor records: each token in the texts and its category.
+_MAP = json.dumps(
+    {"<PERSON_1>": "PERSON", "<EMAIL_1>": "EMAIL", "<CARD_1>": "CARD", "<ORG_1>": "ORG"}
+)
 COLUMNS = (
     "id",
     "created_at",
@@ -170,10 +179,10 @@ def fill_sqlite(path: Path, rows: Iterator[tuple[Any, ...]]) -> None:
                 f"INSERT INTO jobs ({', '.join(COLUMNS)}) VALUES ({marks})",
                 (tuple(_sqlite_value(v) for v in row) for row in rows),
             )
-        # Sampled statistics, as `PRAGMA optimize` keeps them: a full ANALYZE reads every
-        # index of a million rows, minutes for figures the planner does not need exact.
-        db.execute("PRAGMA analysis_limit = 1000")
-        db.execute("ANALYZE")
+        # No statistics, as the service leaves its store (it never runs ANALYZE). Sampled ones
+        # (`PRAGMA analysis_limit` + ANALYZE, what `PRAGMA optimize` keeps) misled SQLite into
+        # scanning and sorting all of `jobs` here: the job list 1.0 s instead of 12 ms, drift
+        # 3.2 s instead of 0.22 s (bench/RESULTS.md).
         db.execute("PRAGMA journal_mode = WAL")
 
 
