@@ -7,7 +7,7 @@ from fastapi import APIRouter, Request
 
 from app.api.deps import AuditBacklogDep, IsAdmin, MetricsDep
 from app.api.errors import error_responses
-from app.observability.counter_values import counter_values
+from app.observability.counter_values import CounterValues
 from app.runtime import Runtime
 from app.schemas import AuditCounters, AuditStatus, CheckpointSummary
 
@@ -27,10 +27,11 @@ async def get_audit_status(
     request: Request, backlog: AuditBacklogDep, metrics: MetricsDep
 ) -> AuditStatus:
     runtime: Runtime = request.app.state.runtime
+    read = CounterValues(metrics)
     counters = AuditCounters(
-        template_fallbacks=sum(counter_values(metrics, "genai_template_fallbacks").values()),
-        drift_detections=counter_values(metrics, "genai_drift_detections", "source_kind"),
-        redactions=counter_values(metrics, "genai_redactions", "category"),
+        template_fallbacks=sum(read.of("genai_template_fallbacks").values()),
+        drift_detections=read.of("genai_drift_detections", "source_kind"),
+        redactions=read.of("genai_redactions", "category"),
     )
     head = unchained = None
     last = None
