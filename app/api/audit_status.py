@@ -3,12 +3,11 @@ linked or written, the last checkpoint and the counters an operator watches (iss
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
-from app.api.deps import AuditBacklogDep, IsAdmin, MetricsDep
+from app.api.deps import AuditBacklogDep, ChainIfOnDep, IsAdmin, MetricsDep
 from app.api.errors import error_responses
 from app.observability.counter_values import CounterValues
-from app.runtime import Runtime
 from app.schemas import AuditCounters, AuditStatus, CheckpointSummary
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"], dependencies=[IsAdmin])
@@ -24,9 +23,8 @@ router = APIRouter(prefix="/v1/audit", tags=["audit"], dependencies=[IsAdmin])
     responses=error_responses(),
 )
 async def get_audit_status(
-    request: Request, backlog: AuditBacklogDep, metrics: MetricsDep
+    backlog: AuditBacklogDep, metrics: MetricsDep, verifier: ChainIfOnDep
 ) -> AuditStatus:
-    runtime: Runtime = request.app.state.runtime
     read = CounterValues(metrics)
     counters = AuditCounters(
         template_fallbacks=sum(read.of("genai_template_fallbacks").values()),
@@ -35,13 +33,13 @@ async def get_audit_status(
     )
     head = unchained = None
     last = None
-    if runtime.chain is not None:
-        chain = runtime.chain.chain
+    if verifier is not None:
+        chain = verifier.chain
         head = (await chain.head()).seq
         unchained = await chain.unchained_count()
         last = await chain.last_checkpoint()
     return AuditStatus(
-        chain_enabled=runtime.chain is not None,
+        chain_enabled=verifier is not None,
         head_seq=head,
         unchained=unchained,
         writer_backlog=backlog.backlog,

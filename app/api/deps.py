@@ -94,6 +94,10 @@ async def get_chain(request: Request) -> ChainVerifier:  # the audit chain (issu
     return chain
 
 
+async def get_chain_if_on(request: Request) -> ChainVerifier | None:  # the audit status
+    return _runtime(request).chain
+
+
 async def get_webhooks(request: Request) -> WebhookDispatcher | None:  # webhooks
     return _runtime(request).webhooks
 
@@ -248,6 +252,7 @@ DeliveriesDep = Annotated[DeliveryRepository, Depends(get_deliveries)]  # webhoo
 WebhooksDep = Annotated[WebhookDispatcher | None, Depends(get_webhooks)]  # webhooks
 EventsDep = Annotated[EventSink, Depends(get_events)]  # webhooks
 ChainDep = Annotated[ChainVerifier, Depends(get_chain)]  # the audit chain (issue 20)
+ChainIfOnDep = Annotated[ChainVerifier | None, Depends(get_chain_if_on)]  # None: chain off
 CanComplete = require(Scope.complete)
 IsAdmin = require(Scope.admin)
 
