@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.schemas import AdminEvent
 from app.store.db import store_seam
-from app.store.keyset import Position, older_than
+from app.store.keyset import Position, newest_first
 from app.store.tables import AuditEvent
 
 _FIELDS = tuple(AdminEvent.model_fields)
@@ -49,19 +49,19 @@ class AdminEventRepository:
         self, where: EventFilter, *, limit: int, after: Position | None = None
     ) -> list[AdminEvent]:
         """Up to `limit` events matching `where`, newest first, older than `after` if given."""
-        query = select(AuditEvent).order_by(AuditEvent.at.desc(), AuditEvent.id.desc())
-        for column, value in (
+        equal = (
             (AuditEvent.action, where.action),
             (AuditEvent.actor_key_id, where.actor_key_id),
             (AuditEvent.target, where.target),
-        ):
-            if value is not None:
-                query = query.where(column == value)
-        if where.since is not None:
-            query = query.where(AuditEvent.at >= where.since)
-        if where.until is not None:
-            query = query.where(AuditEvent.at < where.until)
-        if after is not None:
-            query = query.where(older_than(AuditEvent.at, AuditEvent.id, after))
+        )
+        query = newest_first(
+            select(AuditEvent),
+            AuditEvent.at,
+            AuditEvent.id,
+            equal=equal,
+            since=where.since,
+            until=where.until,
+            after=after,
+        )
         async with self._sessions() as session:
             return [_event(row) for row in await session.scalars(query.limit(limit))]

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.schemas import JobSummary, SnippetUse
 from app.store.db import store_seam
-from app.store.keyset import Position, older_than
+from app.store.keyset import Position, newest_first
 from app.store.lane import PooledLane, WriteLane
 from app.store.records import SOURCE_COLUMNS, JobOutcome, PendingJob, SourceUse, StoredJob
 from app.store.tables import Job
@@ -158,23 +158,22 @@ class JobRepository:
     @staticmethod
     def page_query(where: JobFilter, *, limit: int, after: Position | None = None) -> Select[Any]:
         """The SELECT `page` runs (a test EXPLAINs it on both backends)."""
-        query = select(*_SUMMARY).order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)
-        for column, value in (
+        equal = (
             (Job.status, where.status),
             (Job.source_name, where.source_name),
             (Job.provider, where.provider),
             (Job.model, where.model),
             (Job.key_id, where.key_id),
-        ):
-            if value is not None:
-                query = query.where(column == value)
-        if where.since is not None:
-            query = query.where(Job.created_at >= where.since)
-        if where.until is not None:
-            query = query.where(Job.created_at < where.until)
-        if after is not None:
-            query = query.where(older_than(Job.created_at, Job.id, after))
-        return query
+        )
+        return newest_first(
+            select(*_SUMMARY),
+            Job.created_at,
+            Job.id,
+            equal=equal,
+            since=where.since,
+            until=where.until,
+            after=after,
+        ).limit(limit)
 
     @store_seam
     async def sources(self, limit: int) -> list[SourceUse]:

@@ -11,11 +11,11 @@ import base64
 import binascii
 import datetime as dt
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, and_, or_
+from sqlalchemy import ColumnElement, Select, and_, or_
 
 from app.errors import InvalidCursor
 
@@ -35,6 +35,31 @@ def older_than(at: Any, row_id: Any, after: Position) -> ColumnElement[bool]:
     """Rows after `after` in newest-first order. The plain `at <= …` bound is the one an index
     on (…, at, id) seeks to; the OR alone would make some planners scan from the newest row."""
     return and_(at <= after.at, or_(at < after.at, and_(at == after.at, row_id < after.id)))
+
+
+def newest_first(
+    query: Select[Any],
+    at: Any,
+    row_id: Any,
+    *,
+    equal: Iterable[tuple[Any, Any]],
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    after: Position | None,
+) -> Select[Any]:
+    """`query` newest first on (at, id): narrowed by each (column, value) whose value is given,
+    to `since <= at < until`, and to the rows after `after`."""
+    query = query.order_by(at.desc(), row_id.desc())
+    for column, value in equal:
+        if value is not None:
+            query = query.where(column == value)
+    if since is not None:
+        query = query.where(at >= since)
+    if until is not None:
+        query = query.where(at < until)
+    if after is not None:
+        query = query.where(older_than(at, row_id, after))
+    return query
 
 
 def encode_cursor(at: dt.datetime, row_id: str) -> str:
