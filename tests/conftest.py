@@ -29,6 +29,46 @@ def pytest_configure(config: pytest.Config) -> None:
     interrupt_on_sigterm()  # the processes tests start still end when the run is terminated
 
 
+# The slow tiers, marked here in one place so a fast local loop can leave them out
+# (`pytest -m "not browser and not served"`, docs/development.md); `.ci/run` runs everything.
+# A module that serves the app on a port (uvicorn, or `genai serve` in a subprocess) is `served`;
+# a module whose code meets a clock it does not own (Redis TTLs, `now()` in SQL, expiries,
+# windows, retention) is `clock`, and `.ci/shifted-clock` runs those under a moved calendar.
+_SERVED = {
+    "test_anthropic_door", "test_auth", "test_cli", "test_clients", "test_deploy",
+    "test_generated_client", "test_metrics", "test_openai_compat", "test_openai_door",
+    "test_precedence", "test_processes", "test_quotas_http", "test_runtime", "test_schemathesis",
+    "test_serve_workers", "test_signing_doors", "test_webhooks",
+}  # fmt: skip
+_CLOCK = {
+    "test_admin_events", "test_admin_events_store", "test_audit_chain", "test_audit_chain_http",
+    "test_auth", "test_cache", "test_cli_keys", "test_console_keys", "test_console_sessions",
+    "test_console_usage_integrity", "test_jobs_list_api", "test_jobs_list_store",
+    "test_keys_and_teams", "test_limits", "test_quotas", "test_quotas_http", "test_retention",
+    "test_template_labels", "test_template_labels_release", "test_usage", "test_usage_overhead",
+    "test_usage_report", "test_webhooks", "test_webhooks_http",
+}  # fmt: skip
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module, folder = item.path.stem, item.path.parent.name
+        callspec = getattr(item, "callspec", None)
+        params = {v for v in callspec.params.values() if isinstance(v, str)} if callspec else set()
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if folder == "console":
+            item.add_marker(pytest.mark.browser)
+        if folder == "security" or module in _SERVED:
+            item.add_marker(pytest.mark.served)
+        if module in _CLOCK:
+            item.add_marker(pytest.mark.clock)
+        if "postgres" in params or "postgres" in fixtures:
+            item.add_marker(pytest.mark.postgres)
+        if "redis" in params or "redis" in fixtures:
+            item.add_marker(pytest.mark.redis)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A developer's own keys or overrides must never leak into a test, nor one test's logging

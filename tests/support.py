@@ -35,6 +35,10 @@ def settings_for(fake: FakeProviderServer | None, **overrides: Any) -> Settings:
         "pattern_reload_seconds": 0,
         "default_model": "openai/gpt-4o-mini",
         "log_json": True,
+        # Rendering's time budget guards the service against hostile templates; on a loaded CI
+        # machine an ordinary render can need more than the default 2 s, so tests that are not
+        # about the budget get room (tests/test_render_budget.py sets its own).
+        "render_timeout_seconds": 30.0,
         "upstream": UpstreamSettings(
             timeout_seconds=2.0,
             max_retries=2,

@@ -29,9 +29,10 @@ from app.store.records import JobOutcome, PendingJob
 from app.store.signing_keys import load_signer
 from app.tracking.chain import GENESIS, content_sha256, entry_sha256
 from app.tracking.signing import KeyRing, Signer
+from tests.clock import days_ago
 from tests.support import pending_job, run_cli
 
-LONG_AGO = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+LONG_AGO = days_ago(300, hour=0)
 
 
 def _pending(job_id: str, created_at: dt.datetime, prompt: str) -> PendingJob:

@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.clock import utc_now
 from tests.support import run_cli as run
+
+# Expiry dates the keys are given: always ahead of the real clock (issue 28).
+NEXT_YEAR = utc_now().year + 1
 
 
 @pytest.fixture
@@ -35,25 +39,27 @@ def test_a_key_with_every_limit_flag_and_its_updates(store: Path) -> None:
         "keys", "create", "--scope", "complete", "--name", "support-bot",
         "--budget-usd", "10", "--budget-window", "day", "--rpm", "60", "--tpm", "100000",
         "--allow-model", "openai/*", "--allow-model", "anthropic/*",
-        "--allow-pattern", "support-*", "--expires", "2027-01-01", "--team", "payments",
+        "--allow-pattern", "support-*", "--expires", f"{NEXT_YEAR}-01-01", "--team", "payments",
     )  # fmt: skip
     assert created.exit_code == 0, created.output
     key_id = _key_id(created.stdout)
     line = _listed(key_id)
     for shown in (
         "support-bot", "team=payments", "$10/day", "60rpm", "100000tpm",
-        "models=openai/*,anthropic/*", "patterns=support-*", "expires 2027-01-01T00:00Z",
+        "models=openai/*,anthropic/*", "patterns=support-*", f"expires {NEXT_YEAR}-01-01T00:00Z",
     ):  # fmt: skip
         assert shown in line, (shown, line)
 
     updated = run(
         "keys", "update", key_id, "--budget-usd", "300", "--rpm", "5",
-        "--expires", "2028-06-01T12:00:00+02:00",
+        "--expires", f"{NEXT_YEAR + 1}-06-01T12:00:00+02:00",
     )  # fmt: skip
     assert updated.exit_code == 0, updated.output
     line = _listed(key_id)
     assert "$300/month" in line and "$10/day" not in line and "5rpm" in line
-    assert "expires 2028-06-01T10:00Z" in line and "100000tpm" in line  # the rest unchanged
+    assert (
+        f"expires {NEXT_YEAR + 1}-06-01T10:00Z" in line and "100000tpm" in line
+    )  # the rest unchanged
 
     cleared = run(
         "keys", "update", key_id, "--clear-budget", "--clear-rpm", "--clear-tpm",
@@ -93,7 +99,7 @@ def test_teams_create_list_update_delete(store: Path) -> None:
         (("--allow-model", "openai"), "allowed_models"),
         (("--allow-pattern", "a b"), "allowed_patterns"),
         (("--expires", "someday"), "expires_at"),
-        (("--expires", "2027-01-01T00:00:00"), "expires_at"),  # no time zone
+        (("--expires", f"{NEXT_YEAR}-01-01T00:00:00"), "expires_at"),  # no time zone
         (("--team", "Not A Team"), "team"),
     ],
 )

@@ -15,9 +15,10 @@ from app.store.db import Database
 from app.store.jobs import JobFilter, JobRepository
 from app.store.keyset import Position
 from app.store.tables import Job
+from tests.clock import days_ago
 from tests.support import pending_job
 
-T0 = dt.datetime(2026, 5, 1, 12, tzinfo=dt.UTC)
+T0 = days_ago(200)
 KEY_A, KEY_B = "a" * 16, "b" * 16
 
 

@@ -13,6 +13,7 @@ import pytest
 from fastapi import FastAPI
 
 from app.auth.authenticator import Authenticator
+from tests.clock import utc_now
 from tests.fakes.provider_server import FakeProviderServer
 from tests.support import running_app, settings_for
 
@@ -260,7 +261,7 @@ BAD_KEYS: list[tuple[dict[str, Any], str]] = [
     ({"allowed_patterns": ["support *"]}, "allowed_patterns"),
     ({"team": "nope"}, "team"),  # a well-formed name, but no such team
     ({"team": "Not A Team"}, "team"),
-    ({"expires_at": "2027-01-01T00:00:00"}, "expires_at"),  # no time zone
+    ({"expires_at": f"{utc_now().year + 1}-01-01T00:00:00"}, "expires_at"),  # no time zone
 ]
 
 

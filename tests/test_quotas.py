@@ -26,10 +26,11 @@ from app.routing.prices import PriceTable
 from app.schemas import Budget, Limits, Usage
 from app.store.counters import Charge, CounterRepository
 from app.store.db import Database
+from tests.clock import tomorrow_at
 from tests.test_cache import REDIS_URL, require_redis
 
 CLOSED_PORT_REDIS = "redis://127.0.0.1:9/0"
-NOON = dt.datetime(2026, 11, 26, 12, 0, 30, tzinfo=dt.UTC)
+NOON = tomorrow_at(12, 0, 30)  # relative to the real now: Redis expires counters by real time
 
 StoreFactory = Callable[[], CounterStore]
 
@@ -172,7 +173,7 @@ async def test_a_day_budget_settles_to_the_real_cost_and_starts_over_at_midnight
         await guard.reserve(key, Estimate(tokens=1000, usd=0.1))
     assert refused.value.headers()["x-should-retry"] == "false"
     assert refused.value.limit == "day"
-    clock.now = dt.datetime(2026, 11, 27, 0, 0, 1, tzinfo=dt.UTC)
+    clock.now = NOON.replace(hour=0, minute=0, second=1) + dt.timedelta(days=1)
     await guard.reserve(key, Estimate(tokens=1000, usd=0.1))
 
 

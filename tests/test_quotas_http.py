@@ -21,6 +21,7 @@ from fastapi import FastAPI
 from pydantic import SecretStr
 
 from app.config import QuotaSettings, Settings
+from tests.clock import tomorrow_at
 from tests.fakes.provider_server import FakeProviderServer, Reply
 from tests.support import running_app, settings_for
 from tests.test_anthropic_door import serving
@@ -152,7 +153,7 @@ async def test_rate_limits_refuse_streams_and_start_over_by_the_clock(
 ) -> None:
     async with gateway(settings_with(fake, database_url, counters)) as (app, admin):
         quotas = app.state.runtime.quotas
-        now = dt.datetime(2026, 11, 26, 12, 0, 45, tzinfo=dt.UTC)
+        now = tomorrow_at(12, 0, 45)
         quotas.clock = lambda: now
         key = await new_key(admin, rpm=2)
         for _ in range(2):

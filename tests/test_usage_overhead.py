@@ -15,11 +15,12 @@ from sqlalchemy import update
 from app.config import UpstreamSettings
 from app.store.overhead import BOUNDS_MS, merged, percentile
 from app.store.tables import Job
+from tests.clock import days_ago, iso_day
 from tests.fakes.provider_server import FakeProviderServer
 from tests.support import running_app, settings_for
 
 SUMMARIZE = {"pattern_key": "summarize", "variables": {"max_words": 10}, "user_prompt": "Hi."}
-HOUR = dt.datetime(2026, 11, 26, 9, tzinfo=dt.UTC)
+HOUR = days_ago(2, hour=9)
 
 
 def _width_at(value: float) -> float:
@@ -72,7 +73,10 @@ async def http(fake: FakeProviderServer, database_url: str) -> AsyncIterator[htt
 
 
 async def _usage(http: httpx.AsyncClient, **params: str) -> dict[str, Any]:
-    resp = await http.get("/v1/usage", params={"from": "2026-11-26", "to": "2026-11-27", **params})
+    resp = await http.get(
+        "/v1/usage",
+        params={"from": iso_day(HOUR), "to": iso_day(HOUR + dt.timedelta(days=1)), **params},
+    )
     assert resp.status_code == 200, resp.text
     return dict(resp.json())
 
@@ -82,7 +86,7 @@ async def test_usage_by_hour_gives_each_hour_its_overhead_percentiles(
 ) -> None:
     report = await _usage(http, group_by="hour", overhead="true")
     hours = {group["group"]["hour"]: group for group in report["groups"]}
-    assert list(hours) == ["2026-11-26T09:00:00Z", "2026-11-26T11:00:00Z"]
+    assert list(hours) == [f"{iso_day(HOUR)}T09:00:00Z", f"{iso_day(HOUR)}T11:00:00Z"]
     nine, eleven = hours.values()
     assert nine["requests"] == 9 and eleven["requests"] == 1
     assert abs(nine["overhead_p50_ms"] - 5.0) <= _width_at(5.0)
@@ -99,7 +103,7 @@ async def test_an_hourly_report_is_bounded_and_percentiles_come_only_when_asked(
     http: httpx.AsyncClient,
 ) -> None:
     resp = await http.get(
-        "/v1/usage", params={"group_by": "hour", "from": "2026-09-01", "to": "2026-11-27"}
+        "/v1/usage", params={"group_by": "hour", "from": iso_day(days_ago(90)), "to": iso_day(HOUR)}
     )
     assert resp.status_code == 422
     assert "31 days" in resp.text

@@ -19,6 +19,7 @@ from app.store.db import Database
 from app.store.webhooks import DeliveryRepository, Settlement
 from app.webhooks import signing
 from app.webhooks.dispatcher import DispatchTuning, WebhookDispatcher
+from tests.clock import tomorrow_at
 from tests.fakes.webhook_receiver import (
     HANG,
     Received,
@@ -28,7 +29,7 @@ from tests.fakes.webhook_receiver import (
 )
 
 SECRET = b"test-webhook-secret"
-START = dt.datetime(2026, 11, 27, 12, 0, tzinfo=dt.UTC)
+START = tomorrow_at(12)
 TUNING = DispatchTuning(
     timeout_seconds=5.0, max_attempts=3, backoff_initial_seconds=10.0, backoff_max_seconds=60.0
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
 from redis.asyncio import Redis
@@ -16,7 +16,8 @@ from app.store.counters import KEEP_AFTER_PERIOD, Charge
 
 T = TypeVar("T")
 
-# KEYS: counters. ARGV: for each counter its amount, limit and expiry (epoch ms, 0: none).
+# KEYS: counters. ARGV: for each counter its amount, limit and time to live in ms ('': forever;
+# not positive: the period is long over, and Redis deletes the key).
 # Check all, then charge all: Redis runs a script alone, so no other client sees half of it.
 _RESERVE = """
 for i, name in ipairs(KEYS) do
@@ -25,31 +26,48 @@ for i, name in ipairs(KEYS) do
 end
 for i, name in ipairs(KEYS) do
   redis.call('INCRBYFLOAT', name, ARGV[3 * i - 2])
-  local expires = tonumber(ARGV[3 * i])
-  if expires > 0 then redis.call('PEXPIREAT', name, expires) end
+  if ARGV[3 * i] ~= '' then redis.call('PEXPIRE', name, ARGV[3 * i]) end
 end
 return 0
 """
 
 
-def _expiry_ms(ends_at: dt.datetime | None) -> int:
-    return 0 if ends_at is None else int((ends_at + KEEP_AFTER_PERIOD).timestamp() * 1000)
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
 
 
 class RedisCounters:
-    """Counters in Redis, shared by every replica pointed at it; each call bounded in time."""
+    """Counters in Redis, shared by every replica pointed at it; each call bounded in time.
 
-    def __init__(self, client: Redis, *, timeout_seconds: float, prefix: str = "genai:quota:"):
+    A counter lives until a day after its period ends, reckoned by the gateway's clock and sent
+    as a time to live, never as an instant: Redis's own clock then only counts the remainder
+    down, so a gateway whose clock differs from Redis's (a skewed host, a test's moved clock)
+    keeps its counters exactly as long as the database store would (issue 28)."""
+
+    def __init__(
+        self,
+        client: Redis,
+        *,
+        timeout_seconds: float,
+        prefix: str = "genai:quota:",
+        clock: Callable[[], dt.datetime] = _utc_now,
+    ):
         self._client = client
         self._timeout = timeout_seconds
         self._prefix = prefix
+        self._clock = clock
         self._reserve = client.register_script(_RESERVE)
+
+    def _ttl_ms(self, ends_at: dt.datetime) -> int:
+        """What is left of the counter's life; not positive once it is over."""
+        return int((ends_at + KEEP_AFTER_PERIOD - self._clock()).total_seconds() * 1000)
 
     async def reserve(self, charges: Sequence[Charge]) -> int | None:
         keys = [self._prefix + charge.name for charge in charges]
         args: list[str | int] = []
         for charge in charges:
-            args += [repr(charge.amount), repr(charge.limit), _expiry_ms(charge.ends_at)]
+            ttl = "" if charge.ends_at is None else self._ttl_ms(charge.ends_at)
+            args += [repr(charge.amount), repr(charge.limit), ttl]
         refused = await self._call(self._reserve(keys=keys, args=args))
         return None if int(refused) == 0 else int(refused) - 1
 
@@ -59,7 +77,7 @@ class RedisCounters:
             name = self._prefix + change.name
             pipeline.incrbyfloat(name, change.amount)
             if change.ends_at is not None:
-                pipeline.pexpireat(name, _expiry_ms(change.ends_at))
+                pipeline.pexpire(name, self._ttl_ms(change.ends_at))
         await self._call(pipeline.execute())
 
     async def read(self, names: Sequence[str]) -> Mapping[str, float]:
