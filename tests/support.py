@@ -37,8 +37,11 @@ def settings_for(fake: FakeProviderServer | None, **overrides: Any) -> Settings:
         "log_json": True,
         # Rendering's time budget guards the service against hostile templates; on a loaded CI
         # machine an ordinary render can need more than the default 2 s, so tests that are not
-        # about the budget get room (tests/test_render_budget.py sets its own).
+        # about the budget get room (tests/test_render_budget.py sets its own). Time limits in
+        # tests are about correctness, never speed.
         "render_timeout_seconds": 30.0,
+        # Likewise a write waiting for SQLite's one writer (tests of the lock timeout set theirs).
+        "database_lock_timeout_seconds": 10.0,
         "upstream": UpstreamSettings(
             timeout_seconds=2.0,
             max_retries=2,

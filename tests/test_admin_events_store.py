@@ -24,8 +24,8 @@ def _tables_and_indexes(connection: object) -> tuple[set[str], set[str]]:
     return tables, {index["name"] for index in inspector.get_indexes("audit_events")}
 
 
-async def test_migration_0012_adds_the_log_and_takes_it_away_again(database_url: str) -> None:
-    database = Database(database_url)
+async def test_migration_0012_adds_the_log_and_takes_it_away_again(empty_database_url: str) -> None:
+    database = Database(empty_database_url)
     try:
         await database.migrate()
         events = AdminEvents(AdminEventRepository(database.sessions))

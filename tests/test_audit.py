@@ -437,7 +437,7 @@ async def test_unknown_job_is_404(client: httpx.AsyncClient) -> None:
         assert resp.json()["error"]["type"] == "job_not_found"
 
 
-async def test_migrations_match_the_table_definitions(database_url: str) -> None:
+async def test_migrations_match_the_table_definitions(empty_database_url: str) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
@@ -445,7 +445,7 @@ async def test_migrations_match_the_table_definitions(database_url: str) -> None
     from app.store.partitions import outside_partitions
     from app.store.tables import Base
 
-    database = Database(database_url)
+    database = Database(empty_database_url)
     await database.migrate()
     assert await database.schema_is_current()
 
@@ -648,9 +648,9 @@ async def test_before_call_mode_calls_nothing_when_the_record_cannot_be_stored(
 
 
 async def test_migration_0004_merges_the_hash_columns_up_and_down_keeping_the_data(
-    database_url: str,
+    empty_database_url: str,
 ) -> None:
-    database = Database(database_url)
+    database = Database(empty_database_url)
     await database.migrate("0003")
     columns = (
         "id, status, source_kind, source_name, source_base_path, template_sha256, "

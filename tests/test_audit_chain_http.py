@@ -98,9 +98,9 @@ async def test_a_stop_links_the_last_records_and_signs_the_head(
 
 
 async def test_migration_0011_adds_the_chain_to_a_store_with_jobs_and_takes_it_away(
-    database_url: str,
+    empty_database_url: str,
 ) -> None:
-    database = Database(database_url)
+    database = Database(empty_database_url)
     try:
         await database.migrate("0010")
         async with database.engine.begin() as conn:

@@ -295,11 +295,11 @@ async def test_replicas_making_partitions_at_once_make_each_once(postgres: Datab
 
 
 async def test_migration_partitions_the_rows_an_earlier_release_wrote_and_goes_back(
-    database_url: str,
+    empty_database_url: str,
 ) -> None:
-    if database_url.startswith("sqlite"):
+    if empty_database_url.startswith("sqlite"):
         pytest.skip("migration 0013 is a no-op on SQLite")
-    database = Database(database_url)
+    database = Database(empty_database_url)
     old = {
         "jan": (dt.datetime(2026, 1, 15, tzinfo=dt.UTC), "completed"),
         "jun": (dt.datetime(2026, 6, 30, 23, 59, tzinfo=dt.UTC), "pending"),

@@ -380,9 +380,9 @@ def test_cli_update_versions_show_and_activate(cli_db: Path) -> None:
 
 
 async def test_migration_keeps_every_snippet_of_the_previous_release_as_version_1(
-    database_url: str, root: Path
+    empty_database_url: str, root: Path
 ) -> None:
-    database = Database(database_url)
+    database = Database(empty_database_url)
     try:
         await database.migrate("0007")
         async with database.engine.begin() as conn:  # rows as the 0007 release wrote them

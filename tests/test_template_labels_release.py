@@ -142,9 +142,9 @@ PREVIOUS_RELEASE = [
 
 
 async def test_migration_0009_keeps_every_active_version_as_production_and_back(
-    database_url: str,
+    empty_database_url: str,
 ) -> None:
-    database = Database(database_url)
+    database = Database(empty_database_url)
     await database.migrate("0007")
     async with database.engine.begin() as conn:
         for name, role, number, body, active in PREVIOUS_RELEASE:
